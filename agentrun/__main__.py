@@ -1,0 +1,3 @@
+from agentrun.cli.app import main
+
+main()

@@ -1,0 +1,59 @@
+"""Error types and the exit codes they map to.
+
+Every error a user can cause or meet carries a message, a hint that names the fix, and the
+documented exit code. The CLI's single error boundary turns them into one friendly line each.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # the work ran but failed, was partial or blocked; audit found critical issues
+EXIT_BAD_INPUT = 2  # usage, invalid spec, cycle
+EXIT_CANNOT_START = 3  # no model configured, not a git repo, dirty tree, lock held, missing tool
+EXIT_INTERRUPTED = 130
+
+
+class AgentrunError(Exception):
+    """Base of every error agentrun reports to a user."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class BadInput(AgentrunError):
+    """The user gave us something we cannot use (exit 2)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class SpecError(BadInput):
+    """A specification cannot be read or parsed (exit 2)."""
+
+    def __init__(self, message: str, hint: str | None = None, *, path: str | None = None,
+                 line: int | None = None) -> None:
+        super().__init__(message, hint)
+        self.path = path
+        self.line = line
+
+
+class PlanError(BadInput):
+    """The task groups do not form a valid plan: a cycle or an unknown dependency (exit 2)."""
+
+
+class CannotStart(AgentrunError):
+    """The environment is not ready: no model, not a git repo, dirty tree, lock held (exit 3)."""
+
+    exit_code = EXIT_CANNOT_START
+
+
+class Interrupted(AgentrunError):
+    """SIGINT/SIGTERM stopped the work; state was saved (exit 130)."""
+
+    exit_code = EXIT_INTERRUPTED

@@ -1,0 +1,1 @@
+"""Model providers. Importing this package imports no model SDK."""

@@ -1,0 +1,52 @@
+"""Provider errors: SDK exceptions classified into types the agent loop can act on."""
+
+from __future__ import annotations
+
+from agentrun.errors import EXIT_CANNOT_START, AgentrunError
+
+
+class ProviderError(AgentrunError):
+    """A model call failed. `retryable` says whether waiting and trying again can help."""
+
+    retryable = False
+
+    def __init__(self, message: str, hint: str | None = None, *,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message, hint)
+        self.retry_after = retry_after
+
+
+class RateLimited(ProviderError):
+    retryable = True
+
+
+class ServerError(ProviderError):
+    retryable = True
+
+
+class ConnectionFailed(ProviderError):
+    retryable = True
+
+
+class ModelTimeout(ProviderError):
+    retryable = True
+
+
+class AuthenticationFailed(ProviderError):
+    exit_code = EXIT_CANNOT_START
+
+
+class BadRequest(ProviderError):
+    """The request was rejected (invalid model name, context too long, malformed tools)."""
+
+
+class MalformedResponse(ProviderError):
+    """The server answered with something that is not a valid response (e.g. broken JSON)."""
+
+    retryable = True
+
+
+class NotConfigured(ProviderError):
+    """No provider or model could be resolved, or a required key is missing."""
+
+    exit_code = EXIT_CANNOT_START

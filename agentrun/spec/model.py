@@ -1,0 +1,91 @@
+"""The parsed form of a specification: pure data, no parsing logic."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+FrontmatterStyle = Literal["leading", "after_heading", "fenced", "none"]
+
+
+@dataclass
+class Section:
+    """A `##` section. Lines are 0-based indexes into the spec's lines; `end` is exclusive."""
+
+    title: str
+    level: int
+    start: int  # line of the heading
+    end: int  # first line after the section's body
+    body: str  # text between the heading and the next heading of the same or higher level
+
+
+@dataclass
+class Criterion:
+    text: str
+    checked: bool = False
+    line: int | None = None
+
+
+@dataclass
+class TaskGroup:
+    """One task group (`G1`, `G2`, ...) of `## Implementation Tasks`."""
+
+    id: str
+    title: str = ""
+    tasks: list[str] = field(default_factory=list)
+    dependencies: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # paths named in backticks in its tasks
+    declared_wave: int | None = None  # from a Wave column, Execution Plan table or Wave N: block
+    est_context: str | None = None
+    segments: list[str] = field(default_factory=list)
+    line: int | None = None  # 1-based line where the group is first defined
+
+
+@dataclass
+class Spec:
+    path: Path
+    id: str
+    title: str
+    text: str
+    frontmatter: dict[str, Any] = field(default_factory=dict)
+    frontmatter_style: FrontmatterStyle = "none"
+    sections: list[Section] = field(default_factory=list)
+    acceptance_criteria: list[Criterion] = field(default_factory=list)
+    files_to_create: list[str] = field(default_factory=list)
+    files_to_modify: list[str] = field(default_factory=list)
+    groups: list[TaskGroup] = field(default_factory=list)
+    declared_waves: dict[str, int] = field(default_factory=dict)  # group id -> declared wave
+    requirement_sections: int = 0  # ### subsections under Requirements
+
+    @property
+    def status(self) -> str | None:
+        value = self.frontmatter.get("status")
+        return None if value is None else str(value)
+
+    @property
+    def complexity(self) -> str | None:
+        value = self.frontmatter.get("complexity")
+        return None if value is None else str(value).lower()
+
+    def section(self, title: str) -> Section | None:
+        """The first `##` section whose title matches `title` (case-insensitive, prefix ok)."""
+        wanted = title.strip().lower()
+        for sec in self.sections:
+            if sec.level == 2 and sec.title.strip().lower() == wanted:
+                return sec
+        for sec in self.sections:
+            if sec.level == 2 and sec.title.strip().lower().startswith(wanted):
+                return sec
+        return None
+
+    def group(self, group_id: str) -> TaskGroup | None:
+        return next((g for g in self.groups if g.id == group_id), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["path"] = str(self.path)
+        data.pop("text")
+        for sec in data["sections"]:
+            sec.pop("body")
+        return data
