@@ -1,3 +1,6 @@
-from agentrun.cli.app import main
+"""`python -m agentrun`. Guarded: worker processes re-import the main module."""
 
-main()
+if __name__ == "__main__":
+    from agentrun.cli.app import main
+
+    main()

@@ -9,3 +9,10 @@ def register(app: typer.Typer) -> None:
     if getattr(app, "_agentrun_registered", False):
         return
     app._agentrun_registered = True  # type: ignore[attr-defined]
+    from agentrun.cli import audit_cmd, init_cmd, plan_cmd, run_cmd, worker_cmd
+
+    app.command("plan")(plan_cmd.plan)
+    app.command("audit")(audit_cmd.audit)
+    app.command("run")(run_cmd.run)
+    app.command("worker")(worker_cmd.worker)
+    app.command("init")(init_cmd.init)

@@ -1,0 +1,73 @@
+"""What every conversation of one execution shares: the model, the budget, the clock, the
+transcript, cancellation and the way progress is reported."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentrun.agent.budget import TokenTracker
+from agentrun.agent.terminator import Limits, Terminator
+from agentrun.agent.transcript import Transcript
+from agentrun.providers.base import Provider
+from agentrun.tools.base import CommandPolicy
+
+
+@dataclass
+class Runtime:
+    provider: Provider
+    limits: Limits
+    worktree: Path
+    transcript: Transcript
+    tracker: TokenTracker
+    terminator: Terminator
+    cancel: threading.Event
+    group: str = ""
+    project_root: Path | None = None
+    policy: CommandPolicy = field(default_factory=CommandPolicy)
+    interactive: bool = False
+    on_event: Callable[[dict[str, Any]], None] | None = None
+    sleep: Callable[[float], None] | None = None
+    ask: Callable[[str], bool] | None = None
+    clock: Callable[[], float] = time.monotonic
+
+    def record(self, type: str, **data: Any) -> None:
+        self.transcript.record(type, **data)
+
+    def emit(self, event: dict[str, Any]) -> None:
+        """Progress for the live display; a broken display must not break the agent."""
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event)
+        except Exception as exc:  # noqa: BLE001 - display code is not ours to crash on
+            self.record("on_event_error", error=f"{type(exc).__name__}: {exc}")
+
+    def wait(self, seconds: float) -> None:
+        """Back off for `seconds`, waking early when cancelled or out of time."""
+        if self.sleep is not None:
+            self.sleep(seconds)
+            return
+        self.cancel.wait(max(0.0, min(seconds, self.terminator.time_left())))
+
+    def stop_requested(self) -> str | None:
+        """'interrupted' or 'timeout' when the execution must stop right now."""
+        if self.cancel.is_set():
+            return "interrupted"
+        if self.terminator.time_left() <= 0:
+            return "timeout"
+        return None
+
+    def confirm(self, question: str) -> bool:
+        """Ask a person, only in an interactive run; CI never waits (the answer is no)."""
+        if not self.interactive:
+            return False
+        if self.ask is not None:
+            return self.ask(question)
+        from agentrun.agent.interaction import ask_yes_no
+
+        return ask_yes_no(question)

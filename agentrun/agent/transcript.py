@@ -1,0 +1,126 @@
+"""The transcript of an execution: one JSON object per line, secrets redacted.
+
+Every model turn, tool call, tool result (truncated), usage figure, classifier and terminator
+decision and attempt boundary is appended as it happens, so a crashed worker still leaves a
+readable record. With no path the events stay in memory (`events`), which is what tests read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+REDACTED = "[REDACTED]"
+MAX_TEXT = 4_000  # characters of any one string value kept in the transcript
+
+_PATTERNS = [
+    re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}"),
+    re.compile(r"sk-[A-Za-z0-9_\-]{16,}"),
+    re.compile(r"gh[pousr]_[A-Za-z0-9]{20,}"),
+    re.compile(r"github_pat_[A-Za-z0-9_]{20,}"),
+    re.compile(r"xox[abprs]-[A-Za-z0-9\-]{10,}"),
+    re.compile(r"AKIA[0-9A-Z]{16}"),
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]{16,}"),
+]
+
+
+def secret_values(environ: Mapping[str, str] | None = None,
+                  suffixes: Iterable[str] = SECRET_SUFFIXES) -> list[str]:
+    """Values of environment variables whose names mark them as secrets (long enough to be
+    unambiguous), longest first so that overlapping values are replaced whole."""
+    env = os.environ if environ is None else environ
+    ends = tuple(s.upper() for s in suffixes)
+    values = {v for k, v in env.items() if k.upper().endswith(ends) and len(v) >= 6}
+    return sorted(values, key=len, reverse=True)
+
+
+class Redactor:
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self.secrets = [s for s in secrets if s]
+
+    def text(self, value: str) -> str:
+        for secret in self.secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        for pattern in _PATTERNS:
+            value = pattern.sub(_replacement, value)
+        return value
+
+    def value(self, value: Any) -> Any:
+        """Redact every string inside dicts, lists and tuples."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, Mapping):
+            return {str(k): self.value(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.value(v) for v in value]
+        return value
+
+
+def _replacement(match: re.Match[str]) -> str:
+    # keep a "Bearer " prefix so the line still reads naturally
+    return (match.group(1) if match.groups() else "") + REDACTED
+
+
+def truncate(text: str, limit: int = MAX_TEXT) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit * 3 // 4
+    tail = limit - head
+    return f"{text[:head]}\n... [{len(text) - limit} characters truncated] ...\n{text[-tail:]}"
+
+
+class Transcript:
+    """Append-only JSONL record. Thread-safe; a write failure never stops the agent."""
+
+    def __init__(self, path: Path | None = None, *, secrets: Iterable[str] | None = None,
+                 clock: Any = time.time) -> None:
+        self.path = Path(path) if path is not None else None
+        self.events: list[dict[str, Any]] = []
+        self.redactor = Redactor(secret_values() if secrets is None else secrets)
+        self.clock = clock
+        self.write_error: str | None = None
+        self._lock = threading.Lock()
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def record(self, type: str, **data: Any) -> dict[str, Any]:
+        event = {"type": type, "ts": round(self.clock(), 3), **data}
+        event = _clip(self.redactor.value(event))  # redact first: a cut must not split a secret
+        line = json.dumps(event, ensure_ascii=False, default=str)
+        with self._lock:
+            if self.path is None:
+                self.events.append(event)
+            else:
+                try:
+                    with self.path.open("a", encoding="utf-8") as fh:
+                        fh.write(line + "\n")
+                except OSError as exc:  # keep working; the worker reports the problem
+                    self.write_error = f"cannot write transcript {self.path}: {exc}"
+        return event
+
+    def read(self) -> list[dict[str, Any]]:
+        """All events so far (from memory, or parsed back from the file)."""
+        if self.path is None:
+            return list(self.events)
+        if not self.path.exists():
+            return []
+        with self.path.open(encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+
+
+def _clip(value: Any) -> Any:
+    if isinstance(value, str):
+        return truncate(value)
+    if isinstance(value, Mapping):
+        return {k: _clip(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clip(v) for v in value]
+    return value

@@ -1,0 +1,1 @@
+"""Spec audits: static checks (no model) and the auditor agent."""

@@ -1,0 +1,39 @@
+"""Helpers shared by command modules: loading the project and spec, common options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from agentrun.cli.output import Output, detect_mode
+
+if TYPE_CHECKING:
+    from agentrun.project import Project
+    from agentrun.spec.model import Spec
+
+SPEC_ARG = typer.Argument(None, metavar="[SPEC]", show_default=False,
+                          help="Spec file or id (default: the active spec in .specflow/STATE.md).")
+JSON_OPT = typer.Option(False, "--json", help="Print one JSON document on stdout.")
+
+
+def output(json_flag: bool) -> Output:
+    return Output(detect_mode(json_flag))
+
+
+def load(spec_arg: str | None) -> tuple[Project, Spec]:
+    """The project and parsed spec a command works on; errors are SpecError/BadInput."""
+    from agentrun.project import project_for_spec
+    from agentrun.spec import load_spec
+
+    project, path = project_for_spec(spec_arg)
+    return project, load_spec(path)
+
+
+def relpath(path: Path | str, root: Path | None = None) -> str:
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to((root or Path.cwd()).resolve()))
+    except ValueError:
+        return str(path)

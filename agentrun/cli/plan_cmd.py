@@ -1,0 +1,33 @@
+"""`agentrun plan`: mode, waves and workers for a spec — no model calls."""
+
+from __future__ import annotations
+
+import typer
+
+from agentrun.cli.common import JSON_OPT, SPEC_ARG, load, output
+
+
+def plan(
+    spec: str | None = SPEC_ARG,
+    mode: str | None = typer.Option(None, "--mode", help="Override: single or orchestrated."),
+    max_workers: int | None = typer.Option(
+        None, "--max-workers", min=1,
+        help="Pack each wave into at most this many workers (up to 3 groups each)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Show the execution plan: mode and why, waves, worker batches, lint findings."""
+    from agentrun.cli.render import plan_summary
+    from agentrun.errors import BadInput
+    from agentrun.plan import build_plan
+
+    out = output(json_out)
+    if mode not in (None, "single", "orchestrated"):
+        raise BadInput(f"invalid --mode {mode!r}", hint="use --mode single or --mode orchestrated")
+    _project, parsed = load(spec)
+    result = build_plan(parsed, mode=mode, max_workers=max_workers)  # type: ignore[arg-type]
+    if out.mode == "json":
+        out.json({"ok": True, "spec": {"id": parsed.id, "title": parsed.title,
+                                       "status": parsed.status, "path": str(parsed.path)},
+                  "plan": result.to_dict()})
+    else:
+        plan_summary(parsed, result, out.stdout)

@@ -1,0 +1,52 @@
+"""Human-readable rendering of plans and findings (Rich renderables; plain mode prints text)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentrun.plan import Finding, Plan
+    from agentrun.spec.model import Spec
+
+SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def plan_summary(spec: Spec, plan: Plan, console) -> None:
+    """The pre-execution summary: spec, mode and why, waves with batches, findings."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    status = spec.status or "unknown"
+    console.print(f"[bold]{escape(spec.id)}[/bold]: {escape(spec.title)}  "
+                  f"[dim](status: {escape(status)})[/dim]")
+    console.print(f"Execution mode: [bold]{plan.mode}[/bold] — {escape(plan.mode_reason)}")
+    groups = {g.id: g for g in spec.groups}
+    if plan.mode == "orchestrated":
+        console.print(f"Task groups: {len(spec.groups)} · Waves: {len(plan.waves)} · "
+                      f"Workers: {plan.workers}")
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("Wave")
+    table.add_column("Groups")
+    table.add_column("Workers")
+    table.add_column("Parallel", justify="right")
+    for wave in plan.waves:
+        names = ", ".join(f"{gid} {groups[gid].title}".strip() if gid in groups else gid
+                          for gid in wave.groups) or "(whole spec)"
+        batches = " | ".join("+".join(b.groups) or "all" for b in wave.batches)
+        table.add_row(wave.label, escape(names), escape(batches), str(len(wave.batches)))
+    console.print(table)
+    if plan.mode == "orchestrated":
+        widest = max(plan.waves, key=lambda w: len(w.batches))
+        console.print(f"Parallelization: wave {widest.label} runs {len(widest.batches)} "
+                      "workers simultaneously")
+    findings(plan.findings, console)
+
+
+def findings(items: list[Finding], console) -> None:
+    from rich.markup import escape
+
+    for f in items:
+        where = f" (line {f.line})" if f.line else ""
+        style = SEVERITY_STYLE[f.severity]
+        console.print(f"[{style}]{f.severity}[/{style}] {escape(f.code)}{where}: "
+                      f"{escape(f.message)}")

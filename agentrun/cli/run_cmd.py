@@ -1,0 +1,186 @@
+"""`agentrun run`: execute a spec — single or orchestrated — and report."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from agentrun.cli.common import JSON_OPT, SPEC_ARG, output
+from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, AgentrunError, BadInput
+
+
+class NotAudited(AgentrunError):
+    exit_code = EXIT_FAILED
+
+
+def run(
+    spec: str | None = SPEC_ARG,
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before starting."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Stop after the pre-execution summary."),
+    mode: str | None = typer.Option(None, "--mode", help="Override: single or orchestrated."),
+    max_parallel: int | None = typer.Option(None, "--max-parallel", min=1,
+                                            help="Workers at once (default: the whole wave)."),
+    on_failure: str | None = typer.Option(
+        None, "--on-failure", help="After a wave with failures: continue or abort "
+                                   "(default: ask in a terminal, continue otherwise)."),
+    allow_dirty: bool = typer.Option(False, "--allow-dirty",
+                                     help="Run with uncommitted changes the spec does not touch."),
+    require_audit: bool = typer.Option(False, "--require-audit",
+                                       help="Exit 1 unless the spec's status is audited."),
+    resume: bool = typer.Option(False, "--resume",
+                                help="Continue the last interrupted or failed run of the spec."),
+    provider: str | None = typer.Option(None, "--provider",
+                                        help="anthropic, openai or scripted."),
+    model: str | None = typer.Option(None, "--model", help="Model name."),
+    script: Path | None = typer.Option(None, "--script",
+                                       help="Script file for the scripted provider."),
+    record: Path | None = typer.Option(None, "--record",
+                                       help="Record the model replies into a script file."),
+    max_steps: int | None = typer.Option(None, "--max-steps", min=1),
+    token_budget: int | None = typer.Option(None, "--token-budget", min=1000),
+    worker_timeout: float | None = typer.Option(None, "--worker-timeout", min=1,
+                                                help="Seconds before a worker is killed."),
+    max_retries: int | None = typer.Option(None, "--max-retries", min=0),
+    validation_command: str | None = typer.Option(
+        None, "--validate", help="Command that must pass before work counts as done."),
+    sequential: bool = typer.Option(False, "--in-process",
+                                    help="Run workers in this process, one at a time."),
+    interactive: bool = typer.Option(False, "--interactive",
+                                     help="Let agents ask before risky steps (TTY only)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Execute a spec: plan, run workers wave by wave, merge, and write the summary."""
+    out = output(json_out)
+    code = execute(
+        spec, out, yes=yes, dry_run=dry_run, mode=mode, max_parallel=max_parallel,
+        on_failure=on_failure, allow_dirty=allow_dirty, require_audit=require_audit,
+        resume=resume, provider=provider, model=model, script=script, record=record,
+        max_steps=max_steps, token_budget=token_budget, worker_timeout=worker_timeout,
+        max_retries=max_retries, validation_command=validation_command,
+        sequential=sequential, interactive=interactive)
+    raise typer.Exit(code)
+
+
+def execute(spec_arg: str | None, out, **opts: Any) -> int:
+    """The body of `run` (also used by `demo`); returns the exit code."""
+    from agentrun.cli.common import load
+    from agentrun.cli.live import progress_for
+    from agentrun.cli.render import plan_summary
+    from agentrun.orchestrator import Orchestrator, RunOptions
+    from agentrun.plan import build_plan
+    from agentrun.protocol import ProviderSettings, WorkerLimits
+
+    if opts["mode"] not in (None, "single", "orchestrated"):
+        raise BadInput(f"invalid --mode {opts['mode']!r}", hint="use single or orchestrated")
+    if opts["on_failure"] not in (None, "continue", "abort"):
+        raise BadInput(f"invalid --on-failure {opts['on_failure']!r}",
+                       hint="use --on-failure continue or --on-failure abort")
+    project, spec = load(spec_arg)
+    plan = build_plan(spec, mode=opts["mode"])
+    config = project.config
+    warnings = []
+    if (spec.status or "").lower() != "audited":
+        note = f"{spec.id} status is {spec.status or 'unset'}, not audited"
+        if opts["require_audit"]:
+            raise NotAudited(note, hint=f"run `agentrun audit {spec.path}` first, or drop "
+                                        "--require-audit")
+        warnings.append(note + "; run `agentrun audit` first")
+    cfg = _provider_config(project, plan, opts)
+    limits = WorkerLimits(
+        max_steps=opts["max_steps"] or config.get("max_steps"),
+        token_budget=opts["token_budget"] or config.get("token_budget", 100_000),
+        timeout_s=opts["worker_timeout"] or config.get("worker_timeout_s", 1800.0),
+        max_retries=opts["max_retries"] if opts["max_retries"] is not None
+        else config.get("max_retries", 3))
+    settings = ProviderSettings(provider=cfg.provider, model=cfg.model, base_url=cfg.base_url,
+                                max_retries=cfg.max_retries, timeout_s=cfg.timeout_s,
+                                script=str(Path(cfg.script).resolve()) if cfg.script else None,
+                                record=str(opts["record"].resolve()) if opts["record"] else None)
+    summary_console = out.stderr if out.mode == "json" else out.stdout
+    plan_summary(spec, plan, summary_console)
+    summary_console.print(f"Model: {cfg.provider}/{cfg.model} ({cfg.source}) · token budget "
+                          f"{limits.token_budget:,}/worker · timeout {limits.timeout_s:g}s/worker")
+    for w in warnings:
+        out.warn(w)
+    if opts["dry_run"]:
+        if out.mode == "json":
+            out.json({"ok": True, "dry_run": True, "plan": plan.to_dict(),
+                      "provider": cfg.provider, "model": cfg.model})
+        return EXIT_OK
+    tty = sys.stdin.isatty() and not os.environ.get("CI")
+    if tty and not opts["yes"] and not typer.confirm("Proceed?", default=True, err=True):
+        out.progress("not started")
+        return EXIT_OK
+    on_failure = opts["on_failure"] or config.get("on_failure") or "continue"
+    ask = None
+    if tty and not opts["yes"] and opts["on_failure"] is None:
+        def ask(failed: list[str]) -> bool:
+            return typer.confirm(f"Groups {', '.join(failed)} failed. Continue with the "
+                                 "remaining waves?", default=True, err=True)
+    options = RunOptions(
+        provider=settings, limits=limits,
+        max_parallel=opts["max_parallel"] or config.get("max_parallel"),
+        on_failure=on_failure, allow_dirty=opts["allow_dirty"], resume=opts["resume"],
+        validation_command=opts["validation_command"] or config.get("validation_command"),
+        interactive=opts["interactive"] and tty, use_processes=not opts["sequential"],
+        pricing=config.get("pricing") or {}, ask_continue=ask, warnings=warnings)
+    with progress_for(out) as progress:
+        orchestrator = Orchestrator(project, spec, plan, options, on_event=progress)
+        state = orchestrator.run()
+    _report(out, state, orchestrator)
+    if state.status == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_OK if state.status == "complete" else EXIT_FAILED
+
+
+def _provider_config(project, plan, opts):
+    from agentrun.agent.definitions import load_agent
+    from agentrun.providers.registry import resolve_provider_config
+
+    agent = load_agent("spec-executor" if plan.mode == "single" else "spec-executor-worker",
+                       project.root)
+    return resolve_provider_config(flag_provider=opts["provider"], flag_model=opts["model"],
+                                   config=project.config, agent_model=agent.model,
+                                   script=opts["script"])
+
+
+def _report(out, state, orchestrator) -> None:
+    """The final report: JSON document, or a table and where everything is."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from agentrun.report.summary import STATUS_MARK, format_cost
+
+    doc = {"ok": state.status == "complete", **state.to_dict(),
+           "run_dir": str(orchestrator.run_dir), "state_file": str(orchestrator.state_file)}
+    if out.mode == "json":
+        out.json(doc)
+        return
+    console = out.stdout
+    table = Table(box=None, header_style="bold", pad_edge=False, title=None)
+    for col in ("Group", "Wave", "Status", "Commits", "Files", "Tokens", "Note"):
+        table.add_column(col)
+    for g in state.groups.values():
+        files = len(g.files_created) + len(g.files_modified)
+        note = (g.error or "").splitlines()[0][:80] if g.error else ""
+        table.add_row(g.id, g.wave, STATUS_MARK.get(g.status, g.status),
+                      str(len(g.commits)), str(files), f"{sum(g.usage.values()):,}",
+                      escape(note))
+    console.print(table)
+    usage = state.usage
+    console.print(f"Result: [bold]{state.status}[/bold] · tokens {usage.total:,} · cost "
+                  f"{format_cost(state.cost_usd)}")
+    console.print(f"Spec summary: {escape(str(orchestrator.spec.path))}")
+    console.print(f"State: {escape(str(orchestrator.project.state_md))}, "
+                  f"{escape(str(orchestrator.state_file))}")
+    console.print(f"Run record: {escape(str(orchestrator.run_dir))}")
+    for g in state.groups.values():
+        if g.worktree:
+            console.print(f"Kept worktree for {g.id}: {escape(g.worktree)} "
+                          f"(branch {escape(g.branch or '')})")
+    if state.status == "interrupted":
+        console.print(f"Continue with: agentrun run {escape(state.spec_path)} --resume")

@@ -1,0 +1,135 @@
+"""The project a command works on: its root, `.specflow/` layout, config and active spec."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentrun.errors import BadInput
+
+SPECFLOW = ".specflow"
+_ACTIVE = re.compile(r"\*{0,2}Active\s+Spec(?:ification)?:?\*{0,2}:?\s*(?P<value>.+)", re.I)
+
+
+@dataclass
+class Project:
+    root: Path
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def specflow(self) -> Path:
+        return self.root / SPECFLOW
+
+    @property
+    def specs_dir(self) -> Path:
+        return self.specflow / "specs"
+
+    @property
+    def state_md(self) -> Path:
+        return self.specflow / "STATE.md"
+
+    @property
+    def project_md(self) -> Path:
+        return self.specflow / "PROJECT.md"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.specflow / "runs"
+
+    @property
+    def execution_dir(self) -> Path:
+        return self.specflow / "execution"
+
+    def project_text(self) -> str:
+        return self.project_md.read_text(encoding="utf-8") if self.project_md.is_file() else ""
+
+    def spec_paths(self) -> list[Path]:
+        if not self.specs_dir.is_dir():
+            return []
+        return sorted(p for p in self.specs_dir.glob("*.md") if p.is_file())
+
+    def active_spec(self) -> Path:
+        """The spec named as active in STATE.md's Current Position."""
+        if not self.state_md.is_file():
+            raise BadInput(f"no specification given and {self.state_md} does not exist",
+                           hint="pass a spec path, e.g. `agentrun plan .specflow/specs/SPEC-1.md`")
+        value = active_spec_name(self.state_md.read_text(encoding="utf-8", errors="replace"))
+        if not value:
+            raise BadInput(f"no specification given and {self.state_md} names no active "
+                           "specification",
+                           hint="pass a spec path, or set `- **Active Specification:** SPEC-1` "
+                                "under `## Current Position` in STATE.md")
+        return self.resolve_spec(value)
+
+    def resolve_spec(self, value: str) -> Path:
+        """A spec argument as a path, or as an id/name inside `.specflow/specs/`."""
+        candidates = [Path(value)]
+        if not value.endswith(".md"):
+            candidates.append(Path(value + ".md"))
+        for base in (self.specs_dir,):
+            candidates += [base / value, base / (value + ".md")]
+        for cand in candidates:
+            if cand.exists():
+                return cand
+        return Path(value)
+
+
+def active_spec_name(state_text: str) -> str | None:
+    """Read `- **Active Specification:** SPEC-021` (or similar) from STATE.md text."""
+    for line in state_text.splitlines():
+        match = _ACTIVE.search(line.strip().lstrip("-* ").strip())
+        if not match:
+            continue
+        value = match.group("value").strip().strip("*` ")
+        value = re.sub(r"\s+[—(-].*$", "", value).strip("`[] ")
+        if not value or value.lower() in {"none", "n/a", "-", "—"}:
+            return None
+        link = re.match(r"\[?([^\]]+)\]?\(([^)]+)\)", match.group("value").strip())
+        return link.group(2) if link else value.split()[0]
+    return None
+
+
+def find_project(start: Path | None = None) -> Project:
+    """The nearest directory at or above `start` holding `.specflow/` (or `start` itself)."""
+    start = Path(start or Path.cwd()).resolve()
+    if start.is_file():
+        start = start.parent
+    for cand in (start, *start.parents):
+        if (cand / SPECFLOW).is_dir():
+            return Project(cand, load_config(cand))
+    return Project(start, {})
+
+
+def load_config(root: Path) -> dict[str, Any]:
+    """`.specflow/config.yaml` as a dict ({} if absent). Invalid YAML is a clear error."""
+    path = root / SPECFLOW / "config.yaml"
+    if not path.is_file():
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise BadInput(f"invalid config {path}: {exc}",
+                       hint="fix the YAML syntax or remove the file") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise BadInput(f"invalid config {path}: expected a mapping of settings",
+                       hint="write settings as `key: value` lines")
+    return data
+
+
+def project_for_spec(spec_arg: str | None, cwd: Path | None = None) -> tuple[Project, Path]:
+    """Resolve the command's project and spec path from an optional SPEC argument."""
+    cwd = Path(cwd or Path.cwd())
+    if spec_arg is None:
+        project = find_project(cwd)
+        return project, project.active_spec()
+    project = find_project(cwd)
+    path = project.resolve_spec(spec_arg)
+    if path.exists():
+        project = find_project(path.resolve().parent)
+    return project, path

@@ -1,0 +1,155 @@
+"""The worker protocol: the assignment a worker gets and the result it returns (DESIGN §6).
+
+Both are JSON files so that a worker can be a local process, a CI job on another machine, or a
+test. The result is validated on read: a worker's claims are data to check, not facts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentrun.fsutil import atomic_write_text
+
+Status = Literal["complete", "partial", "failed", "blocked"]
+StopReason = Literal["completed", "max_steps", "timeout", "budget", "circuit_breaker", "error",
+                     "interrupted"]
+
+
+class GroupAssignment(BaseModel):
+    id: str
+    title: str = ""
+    tasks: list[str] = Field(default_factory=list)
+    dependencies: list[str] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
+
+
+class ProviderSettings(BaseModel):
+    provider: str
+    model: str
+    base_url: str | None = None
+    max_retries: int = 2
+    timeout_s: float = 600.0
+    script: str | None = None  # scripted provider: the script file
+    record: str | None = None  # record the session into this scripted-format file
+
+
+class WorkerLimits(BaseModel):
+    max_steps: int | None = None
+    token_budget: int = 100_000
+    timeout_s: float = 1800.0
+    max_retries: int = 3
+    retry_on_failure: bool = True
+
+
+class Assignment(BaseModel):
+    """Everything one worker needs, and nothing of the other groups' tasks."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    spec_id: str
+    spec_path: str
+    spec_title: str = ""
+    complexity: str | None = None
+    batch: str
+    groups: list[GroupAssignment]
+    sections: dict[str, str] = Field(default_factory=dict)  # context, requirements, constraints
+    acceptance_criteria: list[str] = Field(default_factory=list)
+    project_md: str = ""
+    project_root: str | None = None  # where .specflow/ overrides (agents, prompts) live
+    worktree: str
+    branch: str
+    base_commit: str
+    agent: str = "spec-executor-worker"
+    provider: ProviderSettings
+    limits: WorkerLimits = Field(default_factory=WorkerLimits)
+    validation_command: str | None = None
+    pricing: dict[str, Any] = Field(default_factory=dict)
+    result_path: str
+    transcript_path: str | None = None
+    progress_path: str | None = None
+    interactive: bool = False
+
+    def write(self, path: Path) -> None:
+        atomic_write_text(path, self.model_dump_json(indent=2) + "\n")
+
+    @classmethod
+    def read(cls, path: Path) -> Assignment:
+        from agentrun.errors import BadInput
+
+        try:
+            return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise BadInput(f"assignment not found: {path}",
+                           hint="pass the assignment JSON the orchestrator wrote") from None
+        except (ValidationError, ValueError) as exc:
+            raise BadInput(f"invalid assignment {path}: {_first_error(exc)}",
+                           hint="the file must follow the worker assignment schema") from None
+
+
+class UsageModel(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class WorkerResult(BaseModel):
+    """DESIGN §6 worker result, plus where the work lives (branch, worktree)."""
+
+    group: str
+    groups: list[str]
+    status: Status
+    files_created: list[str] = Field(default_factory=list)
+    files_modified: list[str] = Field(default_factory=list)
+    files_deleted: list[str] = Field(default_factory=list)
+    commits: list[str] = Field(default_factory=list)
+    criteria_met: list[str] = Field(default_factory=list)
+    deviations: list[str] = Field(default_factory=list)
+    error: str | None = None
+    summary: str = ""
+    attempts: int = 0
+    steps: int = 0
+    usage: UsageModel = Field(default_factory=UsageModel)
+    cost_usd: float | None = 0.0
+    duration_s: float = 0.0
+    stop_reason: StopReason = "completed"
+    branch: str | None = None
+    worktree: str | None = None
+    batch: str | None = None
+
+    def write(self, path: Path) -> None:
+        atomic_write_text(path, self.model_dump_json(indent=2) + "\n")
+
+    @classmethod
+    def read(cls, path: Path) -> WorkerResult:
+        """Parse a result file; raises ValueError with a readable reason when invalid."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ValueError(f"no result file at {path}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"result file {path} is not UTF-8 text") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"result file {path} is not valid JSON ({exc.msg} at line "
+                             f"{exc.lineno})") from None
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ValueError(f"result file {path} does not match the result schema: "
+                             f"{_first_error(exc)}") from None
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"]) or "(root)"
+        return f"{loc}: {err['msg']}" + (f" (+{exc.error_count() - 1} more)"
+                                         if exc.error_count() > 1 else "")
+    return str(exc).splitlines()[0]

@@ -1,0 +1,141 @@
+"""Classify exceptions of the `anthropic` / `openai` SDKs into our `ProviderError` types.
+
+Both SDKs (generated from one template) expose the same exception class names, so one function
+serves both; the SDK module is passed in, never imported here. Messages never contain the key.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from agentrun.providers.errors import (
+    AuthenticationFailed,
+    BadRequest,
+    ConnectionFailed,
+    MalformedResponse,
+    ModelTimeout,
+    ProviderError,
+    RateLimited,
+    ServerError,
+)
+
+
+@dataclass(frozen=True)
+class ErrorContext:
+    """What a message and hint need: who we called, where, and which variables configure it."""
+
+    provider: str  # "anthropic" / "openai"
+    model: str
+    key_var: str  # e.g. ANTHROPIC_API_KEY
+    base_url_var: str  # e.g. ANTHROPIC_BASE_URL
+    base_url: str | None
+    max_retries: int
+    secrets: tuple[str, ...] = ()
+
+
+def classify(exc: BaseException, sdk: ModuleType, ctx: ErrorContext) -> ProviderError:
+    """Map one SDK exception to the `ProviderError` the agent loop can act on."""
+    where = ctx.base_url or f"the {ctx.provider} API"
+    retries = f"after {ctx.max_retries} retr{'y' if ctx.max_retries == 1 else 'ies'}"
+    if isinstance(exc, json.JSONDecodeError):
+        return _redacted(MalformedResponse, ctx,
+                         f"{ctx.provider} returned a body that is not valid JSON ({exc.msg})",
+                         f"The server at {where} is not speaking the {ctx.provider} API "
+                         f"correctly; check {ctx.base_url_var}, or retry.")
+    if isinstance(exc, sdk.APITimeoutError):
+        return _redacted(ModelTimeout, ctx, f"{ctx.provider} call timed out {retries}",
+                         "Retry, or raise `timeout_s` in .specflow/config.yaml.")
+    if isinstance(exc, sdk.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = f": {cause}" if cause else ""
+        return _redacted(ConnectionFailed, ctx,
+                         f"cannot connect to {where}{detail}",
+                         f"Check the network, or {ctx.base_url_var} if you set it.")
+    if isinstance(exc, sdk.APIResponseValidationError):
+        return _redacted(MalformedResponse, ctx,
+                         f"{ctx.provider} returned a response of an unexpected shape",
+                         f"Check that {where} speaks the {ctx.provider} API; retry.")
+    if isinstance(exc, sdk.APIStatusError):
+        return _status_error(exc, sdk, ctx, retries)
+    return _redacted(ProviderError, ctx, f"{ctx.provider} call failed: {exc}",
+                     "Retry; set AGENTRUN_DEBUG=1 to see the details.")
+
+
+def _status_error(exc: Any, sdk: ModuleType, ctx: ErrorContext, retries: str) -> ProviderError:
+    status = getattr(exc, "status_code", 0) or 0
+    detail = _server_message(exc)
+    msg = f"{ctx.provider} API error {status}: {detail}"
+    if isinstance(exc, sdk.RateLimitError):
+        return _redacted(RateLimited, ctx, f"{ctx.provider} rate limit hit {retries}: {detail}",
+                         "Wait and retry, lower --max-parallel, or raise your rate limit.",
+                         retry_after=retry_after_seconds(getattr(exc, "response", None)))
+    if isinstance(exc, sdk.AuthenticationError | sdk.PermissionDeniedError):
+        return _redacted(AuthenticationFailed, ctx, msg,
+                         f"Check {ctx.key_var}: the server rejected the key (status {status}).")
+    if isinstance(exc, sdk.InternalServerError) or status >= 500:
+        return _redacted(ServerError, ctx, f"{msg} ({retries})",
+                         "The provider is failing; retry later.")
+    if status == 408:
+        return _redacted(ModelTimeout, ctx, msg, "Retry, or raise `timeout_s`.")
+    if isinstance(exc, sdk.NotFoundError):
+        return _redacted(BadRequest, ctx, msg,
+                         f"Check the model name {ctx.model!r} (--model, AGENTRUN_MODEL or "
+                         f"`model` in .specflow/config.yaml) and {ctx.base_url_var}.")
+    return _redacted(BadRequest, ctx, msg,
+                     "The request was rejected; check the model name and the prompt size.")
+
+
+def _server_message(exc: Any) -> str:
+    """The server's own error message from the body, else the SDK's text; kept short."""
+    body = getattr(exc, "body", None)
+    text = None
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            text = err.get("message")
+        elif isinstance(err, str):
+            text = err
+    if not isinstance(text, str) or not text:
+        text = getattr(exc, "message", None) or str(exc)
+    text = " ".join(str(text).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def retry_after_seconds(response: Any) -> float | None:
+    """Seconds from `retry-after-ms` / `retry-after` (number or HTTP date), if present."""
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_tz(value)
+        if parsed is None:
+            return None
+        return max(0.0, float(email.utils.mktime_tz(parsed) - time.time()))
+
+
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return text
+
+
+def _redacted(cls: type[ProviderError], ctx: ErrorContext, message: str, hint: str,
+              **kw: Any) -> ProviderError:
+    return cls(redact(message, ctx.secrets), redact(hint, ctx.secrets), **kw)

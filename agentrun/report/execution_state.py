@@ -1,0 +1,130 @@
+"""The execution state of a run: what every group did, saved after every worker returns.
+
+`.specflow/execution/<SPEC>-state.json` is the resume checkpoint: an interrupted or failed run
+is continued from it (`agentrun run --resume`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from agentrun.fsutil import atomic_write_json
+from agentrun.providers.base import Usage
+
+FINAL = ("complete", "partial", "failed", "blocked", "interrupted")
+
+
+@dataclass
+class GroupState:
+    id: str
+    title: str = ""
+    wave: str = ""
+    batch: str = ""
+    status: str = "pending"  # pending|running|complete|partial|failed|blocked|interrupted
+    commits: list[str] = field(default_factory=list)
+    merge_commit: str | None = None
+    files_created: list[str] = field(default_factory=list)
+    files_modified: list[str] = field(default_factory=list)
+    files_deleted: list[str] = field(default_factory=list)
+    criteria_met: list[str] = field(default_factory=list)
+    deviations: list[str] = field(default_factory=list)
+    error: str | None = None
+    summary: str = ""
+    attempts: int = 0
+    steps: int = 0
+    usage: dict[str, int] = field(default_factory=lambda: Usage().to_dict())
+    cost_usd: float | None = 0.0
+    duration_s: float = 0.0
+    stop_reason: str | None = None
+    branch: str | None = None
+    worktree: str | None = None
+
+
+@dataclass
+class WaveState:
+    number: int
+    label: str
+    groups: list[str]
+    status: str = "pending"  # pending|running|done|skipped
+
+
+@dataclass
+class RunState:
+    run_id: str
+    spec_id: str
+    spec_path: str
+    mode: str
+    base_commit: str
+    target_branch: str | None
+    started: str
+    finished: str | None = None
+    status: str = "running"  # running|complete|failed|partial|interrupted|aborted
+    current_wave: int = 0
+    waves: list[WaveState] = field(default_factory=list)
+    groups: dict[str, GroupState] = field(default_factory=dict)
+    provider: str = ""
+    model: str = ""
+    warnings: list[str] = field(default_factory=list)
+    resumed_from: str | None = None
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for g in self.groups.values():
+            total = total + Usage(**g.usage)
+        return total
+
+    @property
+    def cost_usd(self) -> float | None:
+        costs = [g.cost_usd for g in self.groups.values() if g.status != "pending"]
+        return None if any(c is None for c in costs) else round(sum(costs), 6)
+
+    @property
+    def progress_percent(self) -> int:
+        done = sum(1 for w in self.waves if w.status in ("done", "skipped"))
+        return round(100 * done / len(self.waves)) if self.waves else 100
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for g in self.groups.values():
+            out[g.status] = out.get(g.status, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["usage"] = self.usage.to_dict()
+        data["cost_usd"] = self.cost_usd
+        data["counts"] = self.counts()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunState:
+        names = {f.name for f in fields(cls)}
+        base = {k: v for k, v in data.items() if k in names and k not in ("waves", "groups")}
+        gnames = {f.name for f in fields(GroupState)}
+        return cls(
+            **base,
+            waves=[WaveState(**w) for w in data.get("waves", [])],
+            groups={k: GroupState(**{f: v for f, v in g.items() if f in gnames})
+                    for k, g in data.get("groups", {}).items()},
+        )
+
+
+def state_path(execution_dir: Path, spec_id: str) -> Path:
+    return execution_dir / f"{spec_id}-state.json"
+
+
+def save_state(path: Path, state: RunState) -> None:
+    atomic_write_json(path, state.to_dict())
+
+
+def load_state(path: Path) -> RunState | None:
+    if not path.is_file():
+        return None
+    try:
+        return RunState.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, TypeError, KeyError):
+        return None

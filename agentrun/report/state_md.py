@@ -1,0 +1,179 @@
+"""STATE.md: the project's position, execution status and warnings.
+
+The orchestrator is the single writer. Only three sections are touched — Current Position,
+Execution Status, Warnings — and every other byte of the file stays as it was.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentrun.fsutil import atomic_write_text
+
+TEMPLATE = """# SpecFlow State
+
+## Current Position
+
+- **Active Specification:** none
+- **Status:** idle
+- **Next Step:** write a spec in .specflow/specs/ and run `agentrun audit`
+
+## Execution Status
+
+| Spec | Run | Mode | Progress | Updated |
+|------|-----|------|----------|---------|
+
+## Warnings
+
+| Date | Specification | Warning |
+|------|---------------|---------|
+"""
+
+EXECUTION_HEADER = ["Spec", "Run", "Mode", "Progress", "Updated"]
+WARNINGS_HEADER = ["Date", "Specification", "Warning"]
+
+
+@dataclass
+class StateUpdate:
+    spec_id: str
+    status: str | None = None  # Current Position status (running, review, failed, ...)
+    next_step: str | None = None
+    run_id: str | None = None
+    mode: str | None = None
+    progress: str | None = None  # "Wave 2/3 (67%)", "Complete", "Failed (Wave 2)"
+    warnings: list[str] = field(default_factory=list)
+    when: str = ""  # "2026-11-21 23:10"
+
+
+def apply_update(text: str, update: StateUpdate) -> str:
+    """Return STATE.md text with the update applied; untouched sections keep every byte."""
+    nl = "\r\n" if "\r\n" in text else "\n"
+    lines = text.splitlines(keepends=True)
+    position = {"Active Specification": update.spec_id}
+    if update.status:
+        position["Status"] = update.status
+    if update.next_step:
+        position["Next Step"] = update.next_step
+    lines = _update_position(lines, position, nl)
+    if update.progress:
+        row = [update.spec_id, update.run_id or "", update.mode or "", update.progress,
+               update.when]
+        lines = _upsert_row(lines, "Execution Status", EXECUTION_HEADER, row, key=update.spec_id,
+                            nl=nl)
+    for warning in update.warnings:
+        row = [update.when, update.spec_id, warning]
+        lines = _upsert_row(lines, "Warnings", WARNINGS_HEADER, row, key=None, nl=nl)
+    return "".join(lines)
+
+
+def update_state_file(path: Path, update: StateUpdate) -> None:
+    """Apply an update to STATE.md on disk, creating it from the template if absent."""
+    text = path.read_text(encoding="utf-8") if path.exists() else TEMPLATE
+    new = apply_update(text, update)
+    if new != text or not path.exists():
+        atomic_write_text(path, new)
+
+
+def _section_bounds(lines: list[str], title: str) -> tuple[int, int] | None:
+    """(heading index, end index) of `## title`, ignoring headings inside code fences."""
+    start = None
+    fence = False
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            fence = not fence
+            continue
+        if fence or not re.match(r"^##\s", line):
+            continue
+        if start is not None:
+            return start, i
+        if line[2:].strip().lower() == title.lower():
+            start = i
+    return (start, len(lines)) if start is not None else None
+
+
+def _append_section(lines: list[str], title: str, body: list[str], nl: str) -> list[str]:
+    out = list(lines)
+    if out and not out[-1].endswith(("\n", "\r")):
+        out[-1] += nl
+    if out and out[-1].strip():
+        out.append(nl)
+    return out + [f"## {title}{nl}", nl, *body]
+
+
+def _update_position(lines: list[str], values: dict[str, str], nl: str) -> list[str]:
+    bounds = _section_bounds(lines, "Current Position")
+    if bounds is None:
+        body = [f"- **{k}:** {v}{nl}" for k, v in values.items()]
+        return _insert_first_section(lines, "Current Position", body, nl)
+    start, end = bounds
+    out = list(lines)
+    remaining = dict(values)
+    for i in range(start + 1, end):
+        for key in list(remaining):
+            pattern = rf"^(\s*[-*]\s*\*\*{re.escape(key)}:?\*\*:?\s*)(.*?)(\r?\n)?$"
+            match = re.match(pattern, out[i], re.I)
+            if match:
+                out[i] = f"{match.group(1)}{remaining.pop(key)}{match.group(3) or ''}"
+    if remaining:
+        last = max((i for i in range(start + 1, end) if out[i].strip()), default=start)
+        if last == start:
+            new = [nl] + [f"- **{k}:** {v}{nl}" for k, v in remaining.items()]
+        else:
+            new = [f"- **{k}:** {v}{nl}" for k, v in remaining.items()]
+            if not out[last].endswith(("\n", "\r")):
+                out[last] += nl
+        out[last + 1:last + 1] = new
+    return out
+
+
+def _insert_first_section(lines: list[str], title: str, body: list[str], nl: str) -> list[str]:
+    """Insert a section before the first `##` heading (after the title), or at the end."""
+    for i, line in enumerate(lines):
+        if re.match(r"^##\s", line):
+            return lines[:i] + [f"## {title}{nl}", nl, *body, nl] + lines[i:]
+    return _append_section(lines, title, body, nl)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _format_row(cells: list[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+
+def _upsert_row(lines: list[str], title: str, header: list[str], row: list[str],
+                key: str | None, nl: str) -> list[str]:
+    """Replace the row whose first cell is `key` (or append) in the section's table."""
+    bounds = _section_bounds(lines, title)
+    table_head = [_format_row(header) + nl, "|" + "|".join("-" * (len(h) + 2) for h in header)
+                  + "|" + nl]
+    if bounds is None:
+        return _append_section(lines, title, [*table_head, _format_row(row) + nl], nl)
+    start, end = bounds
+    out = list(lines)
+    table = [i for i in range(start + 1, end) if out[i].lstrip().startswith("|")]
+    if not table:
+        insert_at = start + 1
+        while insert_at < end and not out[insert_at].strip():
+            insert_at += 1
+        block = [nl, *table_head, _format_row(row) + nl]
+        if insert_at < end:
+            block.append(nl)
+        out[start + 1:insert_at] = block
+        return out
+    width = len(_cells(out[table[0]]))
+    cells = (row + [""] * width)[:width] if width >= len(row) else row
+    if key is not None:
+        for i in table[2:]:
+            if _cells(out[i])[0] == key:
+                out[i] = _format_row(cells) + (nl if out[i].endswith(("\n", "\r")) else "")
+                return out
+    last = table[-1]
+    if not out[last].endswith(("\n", "\r")):
+        out[last] += nl
+    out.insert(last + 1, _format_row(cells) + nl)
+    return out

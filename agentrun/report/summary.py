@@ -1,0 +1,92 @@
+"""The `## Execution Summary` a run writes into its spec (seed 003's shape, plus accounting)."""
+
+from __future__ import annotations
+
+from agentrun.report.execution_state import RunState
+
+STATUS_MARK = {"complete": "✅ complete", "partial": "⚠️ partial", "failed": "❌ failed",
+               "blocked": "⛔ blocked", "interrupted": "⏸ interrupted", "pending": "… pending",
+               "running": "… running"}
+
+
+def format_tokens(n: int) -> str:
+    return f"{n:,}"
+
+
+def format_cost(cost: float | None) -> str:
+    return "unknown (no price for this model)" if cost is None else f"${cost:.4f}"
+
+
+def render_summary(state: RunState, criteria: list[str], when: str) -> str:
+    """The section body (without the `## Execution Summary` heading)."""
+    groups = list(state.groups.values())
+    commits = [c for g in groups for c in g.commits]
+    usage = state.usage
+    lines = [
+        f"**Executed:** {when}",
+        f"**Run:** `{state.run_id}`",
+        f"**Mode:** {state.mode} ({len(state.waves)} wave(s), "
+        f"{len({g.batch for g in groups if g.batch})} worker(s))",
+        f"**Result:** {state.status}",
+        f"**Commits:** {len(commits)}",
+        f"**Tokens:** {format_tokens(usage.total)} (input {format_tokens(usage.input_tokens)}, "
+        f"output {format_tokens(usage.output_tokens)}, cache read "
+        f"{format_tokens(usage.cache_read_tokens)}, cache write "
+        f"{format_tokens(usage.cache_write_tokens)})",
+        f"**Cost:** {format_cost(state.cost_usd)}",
+    ]
+    if state.provider:
+        lines.append(f"**Model:** {state.provider}/{state.model}")
+    lines += ["", "### Waves", "", "| Wave | Groups | Status |", "|------|--------|--------|"]
+    for wave in state.waves:
+        lines.append(f"| {wave.label} | {', '.join(wave.groups) or '(all)'} | {wave.status} |")
+    lines += ["", "### Task Groups", "",
+              "| Group | Status | Commits | Attempts | Tokens | Notes |",
+              "|-------|--------|---------|----------|--------|-------|"]
+    for g in groups:
+        tokens = sum(g.usage.values())
+        note = g.error or g.summary or ""
+        note = note.replace("|", "\\|").replace("\n", " ")
+        if len(note) > 160:
+            note = note[:157] + "..."
+        short = ", ".join(c[:7] for c in g.commits) or "—"
+        lines.append(f"| {g.id} | {STATUS_MARK.get(g.status, g.status)} | {short} | "
+                     f"{g.attempts} | {format_tokens(tokens)} | {note} |")
+    lines += ["", "### Files Created", ""]
+    lines += _files(groups, "files_created")
+    lines += ["", "### Files Modified", ""]
+    lines += _files(groups, "files_modified")
+    lines += ["", "### Acceptance Criteria Status", ""]
+    met = {c.strip().lower(): g.id for g in groups for c in g.criteria_met}
+    for criterion in criteria:
+        by = _met_by(criterion, met)
+        lines.append(f"- [{'x' if by else ' '}] {criterion}" + (f" ({by})" if by else ""))
+    if not criteria:
+        lines.append("(the spec lists no acceptance criteria)")
+    lines += ["", "### Deviations", ""]
+    deviations = [f"- {g.id}: {d}" for g in groups for d in g.deviations]
+    lines += deviations or ["None"]
+    kept = [g for g in groups if g.worktree and g.status not in ("complete",)]
+    if kept:
+        lines += ["", "### Kept Worktrees", ""]
+        lines += [f"- {g.id}: `{g.worktree}` (branch `{g.branch}`)" for g in kept]
+    return "\n".join(lines) + "\n"
+
+
+def _files(groups, attr: str) -> list[str]:
+    seen: dict[str, list[str]] = {}
+    for g in groups:
+        for path in getattr(g, attr):
+            seen.setdefault(path, []).append(g.id)
+    return [f"- `{p}` ({', '.join(ids)})" for p, ids in seen.items()] or ["None"]
+
+
+def _met_by(criterion: str, met: dict[str, str]) -> str | None:
+    key = criterion.strip().lower()
+    if key in met:
+        return met[key]
+    # models often quote a criterion's name or its first words rather than the whole line
+    for text, gid in met.items():
+        if text and (key.startswith(text) or text.startswith(key[:40]) or text in key):
+            return gid
+    return None

@@ -1,0 +1,144 @@
+"""One definition per tool: a pydantic arguments model is the single source of its JSON schema.
+
+`ArgsTool` validates the model's arguments against that model and turns every failure into a
+`ToolResult`, so a tool never raises into the agent loop.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agentrun.errors import Interrupted
+from agentrun.providers.base import ToolSpec
+from agentrun.tools.base import (
+    INVALID_ARGUMENTS,
+    NOT_FOUND,
+    PATH_DENIED,
+    TOOL_ERROR,
+    ToolContext,
+    ToolResult,
+)
+from agentrun.tools.policy import PathDenied
+
+
+class ToolArgs(BaseModel):
+    """Base of every arguments model: unknown arguments are an error the model can correct."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Strip pydantic's noise from a JSON schema so every provider accepts it as is.
+
+    Removes `title`s and `default: null`, collapses `X | None` (an optional argument needs no
+    null branch), and guarantees `type: object`, `properties`, `required` and
+    `additionalProperties: false` at the top.
+    """
+    cleaned = _clean_node(schema)
+    rest = {k: v for k, v in cleaned.items()
+            if k not in ("type", "properties", "required", "additionalProperties")}
+    return {"type": "object", "properties": cleaned.get("properties", {}),
+            "required": list(cleaned.get("required", [])), "additionalProperties": False,
+            **rest}
+
+
+def _clean_node(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_clean_node(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key == "default" and value is None:
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _clean_node(prop) for name, prop in value.items()}
+            continue
+        out[key] = _clean_node(value)
+    branches = out.get("anyOf")
+    if isinstance(branches, list):
+        non_null = [b for b in branches if b != {"type": "null"}]
+        if len(non_null) == 1 and len(non_null) < len(branches):
+            del out["anyOf"]
+            out = {**non_null[0], **out}
+    return out
+
+
+def signature(name: str, args: type[BaseModel]) -> str:
+    """`read_file(path, offset?, limit?)`: how the tool is called, for error messages."""
+    params = [f if info.is_required() else f"{f}?" for f, info in args.model_fields.items()]
+    return f"{name}({', '.join(params)})"
+
+
+def describe_validation_error(name: str, args: type[BaseModel], exc: ValidationError) -> str:
+    """One readable line per bad field, then the expected call shape."""
+    lines = [f"invalid arguments for {name}:"]
+    for err in exc.errors(include_url=False):
+        field = ".".join(str(part) for part in err.get("loc", ())) or "(arguments)"
+        kind = err.get("type", "")
+        if kind == "missing":
+            detail = "missing (required)"
+        elif kind == "extra_forbidden":
+            detail = "unexpected argument"
+        else:
+            shown = json.dumps(err.get("input"), default=str, ensure_ascii=False)
+            if len(shown) > 80:
+                shown = shown[:77] + "..."
+            detail = f"{err.get('msg', 'invalid')} (got {shown})"
+        lines.append(f"- {field}: {detail}")
+    lines.append(f"expected: {signature(name, args)}")
+    return "\n".join(lines)
+
+
+class ArgsTool:
+    """Base of every tool: subclasses set `name`, `description`, `Args` and write `execute`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Args: ClassVar[type[ToolArgs]]
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description,
+                        parameters=clean_schema(self.Args.model_json_schema()))
+
+    def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            return ToolResult.error(
+                INVALID_ARGUMENTS,
+                f"invalid arguments for {self.name}: expected a JSON object, got "
+                f"{type(arguments).__name__}\nexpected: {signature(self.name, self.Args)}")
+        try:
+            args = self.Args.model_validate(arguments)
+        except ValidationError as exc:
+            return ToolResult.error(INVALID_ARGUMENTS,
+                                    describe_validation_error(self.name, self.Args, exc))
+        try:
+            return self.execute(ctx, args)
+        except Interrupted:
+            raise  # the run is stopping: not a tool failure the model should react to
+        except PathDenied as exc:
+            return ToolResult.error(PATH_DENIED, f"{self.name}: {exc}")
+        except FileNotFoundError as exc:
+            return ToolResult.error(NOT_FOUND, f"{self.name}: {_os_message(exc)}")
+        except Exception as exc:  # noqa: BLE001 - a tool reports, never raises
+            return ToolResult.error(TOOL_ERROR, f"{self.name} failed: {_os_message(exc)}")
+
+    def execute(self, ctx: ToolContext, args: Any) -> ToolResult:
+        raise NotImplementedError
+
+
+def _os_message(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror}{where}"
+    text = str(exc)
+    if isinstance(exc, OSError) and text:
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

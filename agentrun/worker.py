@@ -1,0 +1,149 @@
+"""The worker: one assignment in, one result out.
+
+A worker runs in its own process (or CI job) in its own git worktree with a fresh model
+context. It renders its task from the assignment, runs the agent loop, commits what the agent
+left uncommitted, and derives files and commits from git — never from the model's word.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from agentrun.protocol import Assignment, UsageModel, WorkerResult
+
+
+def run_assignment(assignment: Assignment, cancel: threading.Event | None = None,
+                   provider: Any = None) -> WorkerResult:
+    """Execute one assignment and write its result file. Never raises for agent failures."""
+    started = time.monotonic()
+    cancel = cancel or threading.Event()
+    progress = _Progress(assignment.progress_path)
+    worktree = Path(assignment.worktree)
+    try:
+        outcome = _run_agent(assignment, cancel, progress, provider)
+        result = _result_from_git(assignment, outcome, worktree)
+    except Exception as exc:  # the boundary of the worker: report, never crash silently
+        from agentrun.errors import AgentrunError
+
+        message = exc.message if isinstance(exc, AgentrunError) else f"{type(exc).__name__}: {exc}"
+        result = _base_result(assignment, status="failed", error=message, stop_reason="error")
+        if os.environ.get("AGENTRUN_DEBUG"):
+            import traceback
+
+            result.error = f"{message}\n{traceback.format_exc()}"
+    result.duration_s = round(time.monotonic() - started, 3)
+    result.write(Path(assignment.result_path))
+    progress.emit({"type": "done", "status": result.status, "stop_reason": result.stop_reason})
+    return result
+
+
+def _run_agent(assignment: Assignment, cancel: threading.Event, progress: _Progress,
+               provider: Any):
+    from agentrun.agent.definitions import load_agent
+    from agentrun.agent.loop import AgentTask, run_agent
+    from agentrun.agent.prompts import render_worker_assignment
+    from agentrun.agent.terminator import limits_for
+    from agentrun.agent.transcript import Transcript
+
+    root = Path(assignment.project_root) if assignment.project_root else None
+    agent = load_agent(assignment.agent, root)
+    overrides = {k: v for k, v in {
+        "max_steps": assignment.limits.max_steps,
+        "token_budget": assignment.limits.token_budget,
+        "max_retries": assignment.limits.max_retries,
+        "retry_on_failure": assignment.limits.retry_on_failure,
+        "max_duration_s": assignment.limits.timeout_s,
+    }.items() if v is not None}
+    limits = limits_for(assignment.complexity, agent, overrides)
+    if provider is None:
+        provider = make_provider(assignment)
+    task_text = render_worker_assignment(assignment.model_dump(), root)
+    task = AgentTask(agent=agent, task=task_text, worktree=Path(assignment.worktree),
+                     limits=limits, group=",".join(g.id for g in assignment.groups),
+                     validation_command=assignment.validation_command,
+                     interactive=assignment.interactive, project_root=root)
+    transcript = Transcript(Path(assignment.transcript_path)
+                            if assignment.transcript_path else None)
+    progress.emit({"type": "start", "groups": [g.id for g in assignment.groups],
+                   "model": getattr(provider, "model", "")})
+    outcome = run_agent(task, provider, transcript=transcript, cancel=cancel,
+                        on_event=progress.emit)
+    return outcome, getattr(provider, "model", assignment.provider.model)
+
+
+def make_provider(assignment: Assignment):
+    """Build the provider the assignment names (SDKs are imported here, lazily)."""
+    from agentrun.providers.registry import ProviderConfig, create_provider
+
+    p = assignment.provider
+    cfg = ProviderConfig(provider=p.provider, model=p.model, base_url=p.base_url,
+                         max_retries=p.max_retries, timeout_s=p.timeout_s, source="assignment")
+    return create_provider(cfg, script=Path(p.script) if p.script else None,
+                           record=Path(p.record) if p.record else None)
+
+
+def _base_result(a: Assignment, **fields: Any) -> WorkerResult:
+    ids = [g.id for g in a.groups]
+    return WorkerResult(group=ids[0] if ids else a.batch, groups=ids, batch=a.batch,
+                        branch=a.branch, worktree=a.worktree, **fields)
+
+
+def _result_from_git(a: Assignment, outcome_and_model, worktree: Path) -> WorkerResult:
+    from agentrun import workspace
+    from agentrun.providers.pricing import cost_usd
+
+    outcome, model = outcome_and_model
+    ids = ", ".join(g.id for g in a.groups)
+    if outcome.status in ("complete", "partial"):
+        title = "; ".join(g.title for g in a.groups if g.title) or "changes"
+        workspace.commit_all(worktree, f"{a.spec_id} {ids}: {title}\n\n{outcome.summary}".strip())
+    else:
+        # A failed attempt keeps its work in the worktree (uncommitted) for inspection, but the
+        # branch only ever holds finished work.
+        pass
+    commits = workspace.commits_since(worktree, a.base_commit)
+    created, modified, deleted = workspace.changed_files(worktree, a.base_commit, "HEAD")
+    usage = outcome.usage
+    return _base_result(
+        a, status=outcome.status, files_created=created, files_modified=modified,
+        files_deleted=deleted, commits=commits, criteria_met=list(outcome.criteria_met),
+        deviations=list(outcome.deviations), error=outcome.error, summary=outcome.summary,
+        attempts=outcome.attempts, steps=outcome.steps,
+        usage=UsageModel(**usage.to_dict()),
+        cost_usd=cost_usd(model, usage, a.pricing or None), stop_reason=outcome.stop_reason)
+
+
+class _Progress:
+    """Progress events as NDJSON lines the orchestrator tails (robust to a killed worker)."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = Path(path) if path else None
+
+    def emit(self, event: dict[str, Any]) -> None:
+        if self.path is None:
+            return
+        line = json.dumps({"t": round(time.time(), 3), **event}, default=str) + "\n"
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+
+
+def process_main(assignment_path: str) -> None:
+    """Entry point of a worker process: its own process group, signals set a cancel flag."""
+    with contextlib.suppress(OSError):  # already a group leader
+        os.setsid()
+    cancel = threading.Event()
+
+    def stop(_sig, _frame) -> None:
+        cancel.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    assignment = Assignment.read(Path(assignment_path))
+    run_assignment(assignment, cancel)

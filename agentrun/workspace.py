@@ -1,0 +1,335 @@
+"""Git for agentrun: worktrees per worker, commits, verification of claims, and merges.
+
+Each worker runs in its own worktree on its own branch, because several processes committing
+in one working tree lose commits. The orchestrator verifies what a worker says it committed
+against git and merges the branch with a real three-way merge, so nothing an earlier wave
+merged can be dropped by a later branch that started from an older base.
+
+The runner and the locks live in `agentrun.gitcli` and `agentrun.gitlock`; this module is the
+import path for all of it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentrun.errors import AgentrunError, CannotStart
+from agentrun.gitcli import GitError, git, run_git, split_z
+from agentrun.gitlock import RunLock, git_common_dir, worktree_lock
+
+__all__ = [
+    "GitError", "MergeResult", "RunLock", "Worktree", "branch_exists", "changed_files",
+    "commit_all", "commits_since", "create_worktree", "current_branch", "dirty_paths",
+    "ensure_identity", "git", "git_common_dir", "head_commit", "is_ancestor", "merge_branch",
+    "ref_exists", "remove_worktree", "repo_root", "resolve_ref", "verify_commits",
+    "worktree_lock",
+]
+
+FALLBACK_NAME = "agentrun"
+FALLBACK_EMAIL = "agentrun@localhost"
+_COMMIT_ID = re.compile(r"[0-9a-fA-F]{4,64}")
+
+
+# --- queries ---------------------------------------------------------------------------------
+
+def repo_root(path: Path) -> Path:
+    """Top of the worktree that contains `path`; CannotStart when it is not inside a repo."""
+    path = Path(path)
+    probe = path if path.is_dir() else path.parent
+    proc = run_git("rev-parse", "--show-toplevel", cwd=probe) if probe.is_dir() else None
+    if proc is None or proc.returncode != 0 or not proc.stdout.strip():
+        raise CannotStart(
+            f"not a git repository: {path}",
+            hint="run `git init` and commit once in the project, or run agentrun from inside "
+                 "a git repository",
+        )
+    return Path(proc.stdout.strip())
+
+
+def resolve_ref(root: Path, ref: str) -> str | None:
+    """Full sha of the commit `ref` names (branches, tags, shas, HEAD~2), or None if none."""
+    proc = run_git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}",
+                   cwd=root)
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.strip() or None
+
+
+def ref_exists(root: Path, ref: str) -> bool:
+    return resolve_ref(root, ref) is not None
+
+
+def head_commit(root: Path) -> str:
+    """Sha of HEAD; a repository without commits cannot host worktrees, so it cannot start."""
+    sha = resolve_ref(root, "HEAD")
+    if sha is None:
+        raise CannotStart(f"the repository at {root} has no commits yet",
+                          hint="make a first commit: `git add -A && git commit -m initial`")
+    return sha
+
+
+def current_branch(root: Path) -> str | None:
+    """Short name of the checked-out branch, or None when HEAD is detached."""
+    proc = run_git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=root)
+    if proc.returncode == 1:
+        return None
+    if proc.returncode != 0:
+        raise GitError(["symbolic-ref", "--quiet", "--short", "HEAD"], proc.returncode,
+                       proc.stderr, Path(root))
+    return proc.stdout.strip()
+
+
+def branch_exists(root: Path, name: str) -> bool:
+    return run_git("show-ref", "--verify", "--quiet", f"refs/heads/{name}",
+                   cwd=root).returncode == 0
+
+
+def is_ancestor(root: Path, a: str, b: str) -> bool:
+    """True when commit `a` is reachable from `b` (a == b counts)."""
+    args = ["merge-base", "--is-ancestor", a, b]
+    proc = run_git(*args, cwd=root)
+    if proc.returncode not in (0, 1):
+        raise GitError(args, proc.returncode, proc.stderr, Path(root))
+    return proc.returncode == 0
+
+
+def _status_paths(root: Path, *, untracked: bool) -> list[str]:
+    """Paths `git status` reports, both sides of a rename. Takes no optional locks, so it never
+    races a git command running in another worktree or process."""
+    out = git("--no-optional-locks", "status", "--porcelain=v1", "-z", "--no-renames",
+              "--untracked-files=all" if untracked else "--untracked-files=no", cwd=root)
+    paths: list[str] = []
+    items = iter(split_z(out))
+    for item in items:
+        paths.append(item[3:])
+        if item[0] in "RC":  # defensive: a rename record carries its source path next
+            paths.append(next(items, ""))
+    return sorted({p for p in paths if p})
+
+
+def dirty_paths(root: Path, *, ignore: Iterable[str] = (".specflow/runs/",)) -> list[str]:
+    """Uncommitted changes, untracked files included, minus paths under the `ignore` prefixes.
+
+    Untracked directories are listed file by file so that a prefix such as `.specflow/runs/`
+    still matches when the whole `.specflow/` directory is new.
+    """
+    prefixes = tuple(ignore)
+    return [p for p in _status_paths(root, untracked=True) if not _under_any(p, prefixes)]
+
+
+def _under_any(path: str, prefixes: tuple[str, ...]) -> bool:
+    for prefix in prefixes:
+        bare = prefix.rstrip("/")
+        if path == bare or path.startswith(bare + "/"):
+            return True
+    return False
+
+
+def ensure_identity(root: Path) -> dict[str, str]:
+    """Environment that gives commits an author when the user configured none.
+
+    Returns only the variables that are missing (empty when git already knows who commits),
+    to be passed as `env=` to commit and merge. The user's config is never modified.
+    """
+    env: dict[str, str] = {}
+    wanted = (("user.name", ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"), FALLBACK_NAME),
+              ("user.email", ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"), FALLBACK_EMAIL))
+    for key, variables, fallback in wanted:
+        if git("config", "--get", key, cwd=root, check=False).strip():
+            continue
+        for var in variables:
+            if not os.environ.get(var) and not (var.endswith("EMAIL") and os.environ.get("EMAIL")):
+                env[var] = fallback
+    return env
+
+
+# --- worktrees -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Worktree:
+    """A worker's checkout: its directory, its branch, and the full sha it started from."""
+
+    path: Path
+    branch: str
+    base: str
+
+
+def create_worktree(root: Path, path: Path, branch: str, base: str) -> Worktree:
+    """Check out `branch` at `path`, creating the branch from `base` unless it already exists.
+
+    An existing branch means a resumed run: it is reused as it is, so the commits a worker
+    already made are kept. Runs under the worktree lock.
+    """
+    path = Path(path).absolute()
+    base_sha = resolve_ref(root, base)
+    if base_sha is None:
+        raise CannotStart(f"cannot create worktree {path}: {base!r} is not a commit in {root}",
+                          hint="pass an existing commit or branch as the base")
+    if True:
+        if not branch_exists(root, branch):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            git("worktree", "add", "--quiet", "-b", branch, str(path), base_sha, cwd=root)
+            return Worktree(path, branch, base_sha)
+        git("worktree", "prune", cwd=root)  # forget worktrees whose directories were deleted
+        holder = _checkout_of(root, branch)
+        if holder is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            git("worktree", "add", "--quiet", str(path), branch, cwd=root)
+        elif holder.resolve() != path.resolve():
+            raise CannotStart(
+                f"branch {branch} is already checked out in {holder}",
+                hint=f"finish or remove that worktree (`git worktree remove --force {holder}`), "
+                     "or delete the branch to start the work afresh",
+            )
+    return Worktree(path, branch, base_sha)
+
+
+def _checkout_of(root: Path, branch: str) -> Path | None:
+    """The worktree directory where `branch` is checked out, if any (the main one included)."""
+    current: Path | None = None
+    for line in git("worktree", "list", "--porcelain", "-z", cwd=root).split("\0"):
+        if line.startswith("worktree "):
+            current = Path(line[len("worktree "):])
+        elif line == f"branch refs/heads/{branch}":
+            return current
+    return None
+
+
+def remove_worktree(root: Path, wt: Worktree, *, delete_branch: bool = True) -> None:
+    """Delete the worktree directory (even with uncommitted changes) and, by default, its
+    branch. Runs under the worktree lock."""
+    if True:
+        if wt.path.exists():
+            git("worktree", "remove", "--force", str(wt.path), cwd=root)
+        git("worktree", "prune", cwd=root)
+        if delete_branch and branch_exists(root, wt.branch):
+            git("branch", "-D", wt.branch, cwd=root)
+
+
+# --- commits ---------------------------------------------------------------------------------
+
+def commit_all(worktree: Path, message: str) -> str | None:
+    """Stage everything (new, changed, deleted; .gitignore respected) and commit it.
+
+    Uses the git CLI, which keeps COMMIT_EDITMSG per worktree. Hooks run as the user set them
+    up. Returns the new sha, or None when there was nothing to commit.
+    """
+    if not message.strip():
+        raise ValueError("commit message must not be empty")
+    git("add", "-A", cwd=worktree)
+    staged = run_git("diff", "--cached", "--quiet", cwd=worktree)
+    if staged.returncode == 0:
+        return None
+    if staged.returncode != 1:
+        raise GitError(["diff", "--cached", "--quiet"], staged.returncode, staged.stderr,
+                       Path(worktree))
+    git("commit", "--quiet", "-m", message, cwd=worktree, env=ensure_identity(worktree))
+    return head_commit(worktree)
+
+
+def commits_since(worktree_or_root: Path, base: str, ref: str = "HEAD") -> list[str]:
+    """Full shas of the commits in `base..ref`, oldest first."""
+    out = git("rev-list", "--reverse", "--end-of-options", f"{base}..{ref}", cwd=worktree_or_root)
+    return out.split()
+
+
+def changed_files(root: Path, base: str, ref: str) -> tuple[list[str], list[str], list[str]]:
+    """(created, modified, deleted) paths between two commits; a rename is a delete + create.
+
+    Plumbing (`diff-tree`) rather than `git diff`, so user diff settings cannot change it.
+    """
+    out = git("diff-tree", "-r", "-z", "--name-status", "--no-renames", "--end-of-options",
+              base, ref, cwd=root)
+    created: list[str] = []
+    modified: list[str] = []
+    deleted: list[str] = []
+    items = iter(split_z(out))
+    for status in items:
+        kind = status[0]
+        if kind in "RC":  # only if renames were detected after all: source, then destination
+            source, dest = next(items), next(items)
+            if kind == "R":
+                deleted.append(source)
+            created.append(dest)
+            continue
+        path = next(items)
+        if kind == "A":
+            created.append(path)
+        elif kind == "D":
+            deleted.append(path)
+        else:  # M, T (type change)
+            modified.append(path)
+    return created, modified, deleted
+
+
+def verify_commits(root: Path, claimed: Iterable[str], branch: str,
+                   base: str) -> tuple[list[str], list[str]]:
+    """Check a worker's claimed commits against git.
+
+    A claim is verified when it is a commit id (full or abbreviated hex, not a ref name) that
+    resolves to a commit in `base..branch`. Returns (verified full shas in claim order, without
+    duplicates; rejected claims, each with the reason).
+    """
+    on_branch = set(commits_since(root, base, branch))
+    verified: list[str] = []
+    rejected: list[str] = []
+    for claim in claimed:
+        text = str(claim).strip()
+        if not _COMMIT_ID.fullmatch(text):
+            rejected.append(f"{text!r}: not a commit id")
+            continue
+        sha = resolve_ref(root, text)
+        if sha is None or not sha.startswith(text.lower()):
+            rejected.append(f"{text}: no such commit (unknown or ambiguous id)")
+        elif sha not in on_branch:
+            rejected.append(f"{text}: not a commit of {branch} since {base[:12]}")
+        elif sha not in verified:
+            verified.append(sha)
+    return verified, rejected
+
+
+# --- merging ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MergeResult:
+    """Outcome of merging a worker branch: `commit` is the merge commit, None if nothing new."""
+
+    ok: bool
+    commit: str | None
+    conflicts: list[str] = field(default_factory=list)
+    message: str = ""
+
+
+def merge_branch(root: Path, branch: str, message: str) -> MergeResult:
+    """Merge `branch` into the branch checked out at `root` with a merge commit.
+
+    A real three-way merge: a branch that started from an older base keeps everything merged
+    since. On a conflict or any other refusal the merge is aborted, so the target branch, the
+    index and the working tree are as they were; the caller keeps the branch for a human.
+    """
+    tip = resolve_ref(root, branch)
+    if tip is None:
+        return MergeResult(False, None, [], f"branch {branch} does not exist")
+    if is_ancestor(root, tip, "HEAD"):
+        return MergeResult(True, None, [], f"{branch} has no new commits")
+    before = head_commit(root)
+    proc = run_git("merge", "--no-ff", "--no-edit", "--no-autostash", "-m", message,
+                   "--end-of-options", branch, cwd=root, env=ensure_identity(root))
+    if proc.returncode == 0:
+        return MergeResult(True, head_commit(root), [], f"merged {branch}")
+    conflicts = split_z(git("diff", "--name-only", "--diff-filter=U", "-z", cwd=root,
+                            check=False))
+    if resolve_ref(root, "MERGE_HEAD") is not None:
+        git("merge", "--abort", cwd=root)
+    if head_commit(root) != before:
+        raise AgentrunError(f"a failed merge of {branch} moved HEAD of {root} from {before}",
+                            hint=f"inspect the repository; `git reset --keep {before}` undoes it")
+    if conflicts:
+        text = f"merging {branch} conflicts in: {', '.join(conflicts)}"
+    else:
+        text = f"git refused to merge {branch}: {(proc.stderr or proc.stdout).strip()}"
+    return MergeResult(False, None, sorted(conflicts), text)

@@ -1,0 +1,329 @@
+"""A fake model server on 127.0.0.1 that speaks the Anthropic Messages and OpenAI Chat
+Completions wire formats, so the real SDKs can be tested offline.
+
+Usage::
+
+    from fake_model_server import FakeModelServer, Reply, Error, Raw
+
+    with FakeModelServer() as server:
+        server.queue(Reply(tool_calls=[{"name": "read_file", "arguments": {"path": "a"}}]),
+                     Error(429, headers={"retry-after": "0.01"}),
+                     Reply(text="done", usage={"input_tokens": 10, "output_tokens": 2}))
+        client = anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="k")
+        ...
+        server.requests[0].body        # the parsed JSON the SDK sent
+
+Responses are neutral: a queued `Reply` or `Error` is rendered in the wire format of the
+endpoint that receives the request (`POST /v1/messages` → Anthropic, `POST /v1/chat/completions`
+→ OpenAI), so one queue can drive either SDK. `Raw` sends bytes verbatim (malformed bodies).
+Responses are served first-in first-out; when the queue is empty, `server.responder` (a callable
+taking the `RecordedRequest`) is asked, and without one the server answers 400 "no response
+queued" (which the SDKs do not retry, so a test fails fast instead of hanging).
+
+In a test, use the `fake_model_server` fixture from conftest.py.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ANTHROPIC_PATH = "/v1/messages"
+OPENAI_PATH = "/v1/chat/completions"
+
+
+# -- wire-format builders ---------------------------------------------------------------------
+
+def anthropic_message_json(text: str = "", tool_calls: list[dict[str, Any]] | None = None,
+                           usage: dict[str, int] | None = None, *, stop_reason: str | None = None,
+                           model: str = "claude-fake", message_id: str = "msg_fake") -> dict:
+    """An Anthropic Messages API response body.
+
+    `tool_calls` items: {"name", "arguments", optional "id"}; `usage` uses our neutral keys
+    (input_tokens, output_tokens, cache_read_tokens, cache_write_tokens).
+    """
+    content: list[dict[str, Any]] = []
+    if text:
+        content.append({"type": "text", "text": text})
+    for i, call in enumerate(tool_calls or [], 1):
+        content.append({"type": "tool_use", "id": call.get("id") or f"toolu_{message_id}_{i}",
+                        "name": call["name"], "input": call.get("arguments", {})})
+    u = usage or {}
+    return {
+        "id": message_id, "type": "message", "role": "assistant", "model": model,
+        "content": content,
+        "stop_reason": stop_reason or ("tool_use" if tool_calls else "end_turn"),
+        "stop_sequence": None,
+        "usage": {"input_tokens": u.get("input_tokens", 0),
+                  "output_tokens": u.get("output_tokens", 0),
+                  "cache_creation_input_tokens": u.get("cache_write_tokens", 0),
+                  "cache_read_input_tokens": u.get("cache_read_tokens", 0)},
+    }
+
+
+_OPENAI_FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+
+
+def openai_completion_json(text: str | None = None,
+                           tool_calls: list[dict[str, Any]] | None = None,
+                           usage: dict[str, int] | None = None, *, stop_reason: str | None = None,
+                           model: str = "gpt-fake", completion_id: str = "chatcmpl-fake",
+                           cached_details: bool = True) -> dict:
+    """An OpenAI Chat Completions response body.
+
+    `tool_calls` items: {"name", "arguments", optional "id"}, or "arguments_json" (a raw string,
+    e.g. invalid JSON) instead of "arguments". `usage` uses our neutral keys; `prompt_tokens`
+    includes the cached tokens as on the real API. `cached_details=False` omits
+    `prompt_tokens_details`, as many OpenAI-compatible servers do.
+    """
+    calls = []
+    for i, call in enumerate(tool_calls or [], 1):
+        raw = call.get("arguments_json")
+        if raw is None:
+            raw = json.dumps(call.get("arguments", {}))
+        calls.append({"id": call.get("id") or f"call_{completion_id}_{i}", "type": "function",
+                      "function": {"name": call["name"], "arguments": raw}})
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = calls
+    neutral = stop_reason or ("tool_use" if calls else "end_turn")
+    u = usage or {}
+    cached = u.get("cache_read_tokens", 0)
+    prompt = u.get("input_tokens", 0) + cached
+    wire_usage: dict[str, Any] = {"prompt_tokens": prompt,
+                                  "completion_tokens": u.get("output_tokens", 0),
+                                  "total_tokens": prompt + u.get("output_tokens", 0)}
+    if cached_details:
+        wire_usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    return {
+        "id": completion_id, "object": "chat.completion", "created": 1_700_000_000,
+        "model": model,
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": _OPENAI_FINISH.get(neutral, neutral)}],
+        "usage": wire_usage,
+    }
+
+
+_ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+                          403: "permission_error", 404: "not_found_error",
+                          429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
+
+
+def anthropic_error_json(status: int, message: str) -> dict:
+    return {"type": "error",
+            "error": {"type": _ANTHROPIC_ERROR_TYPES.get(status, "api_error"), "message": message}}
+
+
+def openai_error_json(status: int, message: str) -> dict:
+    kind = {400: "invalid_request_error", 401: "invalid_request_error",
+            429: "rate_limit_exceeded"}.get(status, "server_error")
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+# -- queued responses -------------------------------------------------------------------------
+
+@dataclass
+class Reply:
+    """A successful model reply, rendered for whichever endpoint is called."""
+
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    stop_reason: str | None = None  # neutral: end_turn | tool_use | max_tokens
+    cached_details: bool = True  # OpenAI only: include prompt_tokens_details
+    delay_s: float = 0.0  # wait before answering (to provoke client timeouts)
+
+
+@dataclass
+class Error:
+    """An HTTP error status with a proper error body for the endpoint."""
+
+    status: int
+    message: str = "fake server error"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Raw:
+    """Bytes sent verbatim (e.g. a malformed body with HTTP 200)."""
+
+    body: bytes
+    status: int = 200
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Response = Reply | Error | Raw
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]  # lower-cased names
+    raw: bytes
+    body: Any  # parsed JSON, or None when the body is not JSON
+
+    @property
+    def api(self) -> str:
+        return "anthropic" if self.path.startswith(ANTHROPIC_PATH) else "openai"
+
+
+class FakeModelServer:
+    """Threaded HTTP server on 127.0.0.1 (a free port); a context manager."""
+
+    def __init__(self, responder: Callable[[RecordedRequest], Response] | None = None) -> None:
+        self.responder = responder
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[Response] = deque()
+        self._lock = threading.Lock()
+        self._counter = 0
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> FakeModelServer:
+        handler = _make_handler(self)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> FakeModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- API for tests ----------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """For `ANTHROPIC_BASE_URL` / `Anthropic(base_url=...)` (the SDK adds /v1/messages)."""
+        return self.base_url
+
+    @property
+    def openai_base_url(self) -> str:
+        """For `OPENAI_BASE_URL` / `OpenAI(base_url=...)` (the SDK adds /chat/completions)."""
+        return f"{self.base_url}/v1"
+
+    def queue(self, *responses: Response) -> None:
+        """Append responses, served first-in first-out across both endpoints."""
+        with self._lock:
+            self._queue.extend(responses)
+
+    @property
+    def pending(self) -> int:
+        """Queued responses not yet served."""
+        with self._lock:
+            return len(self._queue)
+
+    def bodies(self, api: str | None = None) -> list[Any]:
+        """The parsed request bodies received so far, optionally for one API only."""
+        with self._lock:
+            return [r.body for r in self.requests if api is None or r.api == api]
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _next(self, recorded: RecordedRequest) -> tuple[Response, int]:
+        with self._lock:
+            self.requests.append(recorded)
+            self._counter += 1
+            n = self._counter
+            if self._queue:
+                return self._queue.popleft(), n
+        if self.responder is not None:
+            return self.responder(recorded), n
+        return Error(400, "fake model server: no response queued"), n
+
+
+def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet tests
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server naming
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = None
+            path = self.path.split("?", 1)[0]
+            recorded = RecordedRequest("POST", path,
+                                       {k.lower(): v for k, v in self.headers.items()}, raw, body)
+            if path not in (ANTHROPIC_PATH, OPENAI_PATH):
+                self._send(404, {"error": {"message": f"unknown path {path}"}}, {})
+                return
+            response, n = server._next(recorded)
+            self._respond(recorded, response, n)
+
+        def _respond(self, recorded: RecordedRequest, response: Response, n: int) -> None:
+            anthropic = recorded.api == "anthropic"
+            model = (recorded.body or {}).get("model", "fake") if isinstance(
+                recorded.body, dict) else "fake"
+            if isinstance(response, Raw):
+                self._send_bytes(response.status, response.body, response.content_type,
+                                 response.headers)
+            elif isinstance(response, Error):
+                body = (anthropic_error_json if anthropic else openai_error_json)(
+                    response.status, response.message)
+                self._send(response.status, body, response.headers)
+            else:
+                if response.delay_s:
+                    time.sleep(response.delay_s)
+                if anthropic:
+                    body = anthropic_message_json(response.text, response.tool_calls,
+                                                  response.usage, stop_reason=response.stop_reason,
+                                                  model=model, message_id=f"msg_{n}")
+                else:
+                    body = openai_completion_json(response.text, response.tool_calls,
+                                                  response.usage, stop_reason=response.stop_reason,
+                                                  model=model, completion_id=f"chatcmpl-{n}",
+                                                  cached_details=response.cached_details)
+                self._send(200, body, {})
+
+        def _send(self, status: int, body: Any, headers: dict[str, str]) -> None:
+            self._send_bytes(status, json.dumps(body).encode(), "application/json", headers)
+
+        def _send_bytes(self, status: int, data: bytes, content_type: str,
+                        headers: dict[str, str]) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(data)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (e.g. its timeout fired)
+
+    return Handler

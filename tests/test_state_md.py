@@ -1,0 +1,85 @@
+"""STATE.md updates touch only Current Position, Execution Status and Warnings."""
+
+from agentrun.report.state_md import TEMPLATE, StateUpdate, apply_update, update_state_file
+
+USER_STATE = """# SpecFlow State
+
+## Current Position
+
+- **Active Specification:** SPEC-001
+- **Status:** review
+- **TODO Items:** 15
+- **Next Step:** /sf:review
+
+## Queue
+
+| # | ID | Title | Priority | Status | Depends On |
+|---|-------|----------|--------|--------|------------|
+| 1 | SPEC-002 | Text stats | high | audited | - |
+
+## Decisions
+
+| Date | Specification | Decision |
+|------|---------------|----------|
+| 2026-01-31 | SPEC-001 | COMPLETED: truncate() |
+
+```markdown
+## Warnings
+| fake | table | inside a fence |
+```
+"""
+
+
+def test_position_and_status_rows_update_in_place():
+    update = StateUpdate(spec_id="SPEC-002", status="running", run_id="r1", mode="orchestrated",
+                         progress="Wave 1/3 (0%)", when="2026-11-21 23:00")
+    text = apply_update(USER_STATE, update)
+    assert "- **Active Specification:** SPEC-002\n" in text
+    assert "- **Status:** running\n" in text
+    assert "- **TODO Items:** 15\n" in text  # untouched line kept
+    assert "| SPEC-002 | r1 | orchestrated | Wave 1/3 (0%) | 2026-11-21 23:00 |" in text
+    again = apply_update(text, StateUpdate(spec_id="SPEC-002", run_id="r1", mode="orchestrated",
+                                           progress="Complete", when="2026-11-21 23:05"))
+    assert again.count("| SPEC-002 | r1 |") == 1 and "| Complete |" in again
+    # every other section is byte-for-byte the same
+    for block in ("## Queue", "## Decisions", "```markdown\n## Warnings\n"):
+        start = USER_STATE.index(block)
+        chunk = USER_STATE[start:start + 120]
+        assert chunk in again
+
+
+def test_warnings_append_rows_and_fenced_heading_is_ignored():
+    text = apply_update(USER_STATE, StateUpdate(spec_id="SPEC-002", warnings=["not audited"],
+                                                when="2026-11-21"))
+    assert "| fake | table | inside a fence |" in text
+    tail = text[text.rindex("## Warnings"):]
+    assert tail.startswith("## Warnings\n\n| Date | Specification | Warning |")
+    assert "| 2026-11-21 | SPEC-002 | not audited |" in tail
+    text2 = apply_update(text, StateUpdate(spec_id="SPEC-002", warnings=["second"], when="d"))
+    warnings = text2[text2.rindex("## Warnings"):]
+    assert warnings.count("| SPEC-002 |") == 2
+
+
+def test_created_from_template_when_absent(tmp_path):
+    path = tmp_path / ".specflow" / "STATE.md"
+    update_state_file(path, StateUpdate(spec_id="SPEC-9", status="running", progress="Wave 1/1",
+                                        run_id="r", mode="single", when="now"))
+    text = path.read_text()
+    assert text.startswith("# SpecFlow State")
+    assert "**Active Specification:** SPEC-9" in text and "| SPEC-9 | r | single |" in text
+
+
+def test_crlf_file_keeps_crlf():
+    crlf = TEMPLATE.replace("\n", "\r\n")
+    text = apply_update(crlf, StateUpdate(spec_id="S-1", progress="Complete", when="w"))
+    assert "\n" not in text.replace("\r\n", "")
+
+
+def test_missing_sections_are_added_without_touching_content():
+    original = "# My notes\n\nSomething the user wrote.\n"
+    text = apply_update(original, StateUpdate(spec_id="S-1", status="running",
+                                              progress="Wave 1/2 (0%)", warnings=["w"],
+                                              when="t"))
+    assert "Something the user wrote.\n" in text
+    assert "## Current Position" in text and "## Execution Status" in text
+    assert "## Warnings" in text
