@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 
 from agentrun.errors import CannotStart
-from agentrun.gitcli import git
+from agentrun.gitcli import run_git
 
 RUN_LOCK_NAME = "agentrun-run.lock"
 WORKTREE_LOCK_NAME = "agentrun-worktree.lock"
@@ -28,8 +28,11 @@ WORKTREE_LOCK_NAME = "agentrun-worktree.lock"
 
 def git_common_dir(root: Path) -> Path:
     """The git dir shared by all worktrees (`.git` of the main worktree), as an absolute path."""
-    out = git("rev-parse", "--git-common-dir", cwd=root)
-    return (Path(root) / out).resolve()
+    proc = run_git("rev-parse", "--git-common-dir", cwd=root) if Path(root).is_dir() else None
+    if proc is None or proc.returncode != 0:
+        raise CannotStart(f"not a git repository: {root}",
+                          hint="run agentrun inside a git repository (`git init` creates one)")
+    return (Path(root) / proc.stdout.strip()).resolve()
 
 
 def _open_lock_file(path: Path) -> int:

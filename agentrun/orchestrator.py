@@ -420,7 +420,7 @@ class Orchestrator:
                 event = json.loads(raw)
             except ValueError:
                 continue
-            self._emit({**event, "type": f"worker_{event.get('type', 'event')}",
+            self._emit({**event, "type": f"agent_{event.get('type', 'event')}",
                         "batch": assignment.batch}, record=False)
         return offset + end + 1
 

@@ -90,7 +90,7 @@ def branch_exists(root: Path, name: str) -> bool:
 
 def is_ancestor(root: Path, a: str, b: str) -> bool:
     """True when commit `a` is reachable from `b` (a == b counts)."""
-    args = ["merge-base", "--is-ancestor", a, b]
+    args = ["merge-base", "--is-ancestor", "--end-of-options", a, b]
     proc = run_git(*args, cwd=root)
     if proc.returncode not in (0, 1):
         raise GitError(args, proc.returncode, proc.stderr, Path(root))
@@ -169,7 +169,7 @@ def create_worktree(root: Path, path: Path, branch: str, base: str) -> Worktree:
     if base_sha is None:
         raise CannotStart(f"cannot create worktree {path}: {base!r} is not a commit in {root}",
                           hint="pass an existing commit or branch as the base")
-    if True:
+    with worktree_lock(root):
         if not branch_exists(root, branch):
             path.parent.mkdir(parents=True, exist_ok=True)
             git("worktree", "add", "--quiet", "-b", branch, str(path), base_sha, cwd=root)
@@ -202,7 +202,7 @@ def _checkout_of(root: Path, branch: str) -> Path | None:
 def remove_worktree(root: Path, wt: Worktree, *, delete_branch: bool = True) -> None:
     """Delete the worktree directory (even with uncommitted changes) and, by default, its
     branch. Runs under the worktree lock."""
-    if True:
+    with worktree_lock(root):
         if wt.path.exists():
             git("worktree", "remove", "--force", str(wt.path), cwd=root)
         git("worktree", "prune", cwd=root)

@@ -42,13 +42,18 @@ OPENAI_PATH = "/v1/chat/completions"
 
 def anthropic_message_json(text: str = "", tool_calls: list[dict[str, Any]] | None = None,
                            usage: dict[str, int] | None = None, *, stop_reason: str | None = None,
-                           model: str = "claude-fake", message_id: str = "msg_fake") -> dict:
+                           model: str = "claude-fake", message_id: str = "msg_fake",
+                           thinking: str | None = None) -> dict:
     """An Anthropic Messages API response body.
 
     `tool_calls` items: {"name", "arguments", optional "id"}; `usage` uses our neutral keys
-    (input_tokens, output_tokens, cache_read_tokens, cache_write_tokens).
+    (input_tokens, output_tokens, cache_read_tokens, cache_write_tokens). `thinking` adds a
+    leading thinking block (signed "sig-<message_id>"), as thinking models send.
     """
     content: list[dict[str, Any]] = []
+    if thinking is not None:
+        content.append({"type": "thinking", "thinking": thinking,
+                        "signature": f"sig-{message_id}"})
     if text:
         content.append({"type": "text", "text": text})
     for i, call in enumerate(tool_calls or [], 1):
@@ -137,6 +142,7 @@ class Reply:
     usage: dict[str, int] = field(default_factory=dict)
     stop_reason: str | None = None  # neutral: end_turn | tool_use | max_tokens
     cached_details: bool = True  # OpenAI only: include prompt_tokens_details
+    thinking: str | None = None  # Anthropic only: a leading thinking block
     delay_s: float = 0.0  # wait before answering (to provoke client timeouts)
 
 
@@ -302,7 +308,8 @@ def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
                 if anthropic:
                     body = anthropic_message_json(response.text, response.tool_calls,
                                                   response.usage, stop_reason=response.stop_reason,
-                                                  model=model, message_id=f"msg_{n}")
+                                                  model=model, message_id=f"msg_{n}",
+                                                  thinking=response.thinking)
                 else:
                     body = openai_completion_json(response.text, response.tool_calls,
                                                   response.usage, stop_reason=response.stop_reason,

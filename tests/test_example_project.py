@@ -179,6 +179,7 @@ def _copy(src: Path, dst: Path) -> Path:
 def _pytest(root: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the example needs no plugins; saves ~2 s a run
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
                           cwd=root, env=env, capture_output=True, text=True, timeout=300)
 

@@ -169,6 +169,7 @@ def test_from_file_yaml_and_json(tmp_path):
 @pytest.mark.parametrize("content, problem", [
     ("text: [unclosed", "not valid YAML"),
     ("42", "must be a list of turns or a mapping"),
+    ("", "the script is empty"),
     ("bogus: []", "unknown top-level key"),
     ("groups: [1]", "`groups` must be a mapping"),
     ("groups: {G1: {text: x}}", "`groups.G1` must be a list"),

@@ -43,7 +43,7 @@ FILES = {"a.txt": "hello from a"}
 def make(kind: str, server, *, max_retries: int = 0, timeout: float = 10.0,
          model: str | None = None) -> Provider:
     if kind == "anthropic":
-        return AnthropicProvider(model or "claude-sonnet-4-5", api_key=ANTHROPIC_KEY,
+        return AnthropicProvider(model or "claude-sonnet-4-6", api_key=ANTHROPIC_KEY,
                                  base_url=server.anthropic_base_url, max_retries=max_retries,
                                  timeout=timeout, env={})
     if kind == "openai":
@@ -127,7 +127,7 @@ def test_anthropic_tool_results_paired_and_cache_breakpoints(fake_model_server):
     ids = [c.id for c in turns[0].tool_calls]
     first, second = fake_model_server.bodies("anthropic")
 
-    assert first["model"] == "claude-sonnet-4-5" and first["max_tokens"] == 1024
+    assert first["model"] == "claude-sonnet-4-6" and first["max_tokens"] == 1024
     assert first["system"] == [{"type": "text", "text": "You are a careful engineer.",
                                 "cache_control": {"type": "ephemeral"}}]
     assert [t["name"] for t in first["tools"]] == ["read_file", "write_file"]
@@ -180,7 +180,44 @@ def test_anthropic_usage_and_stop_reason_mapping(fake_model_server):
     assert turn.stop_reason == "max_tokens"
     assert turn.usage.to_dict() == {"input_tokens": 12, "output_tokens": 1024,
                                     "cache_read_tokens": 3000, "cache_write_tokens": 450}
-    assert turn.model == "claude-sonnet-4-5"
+    assert turn.model == "claude-sonnet-4-6"
+
+
+def test_anthropic_thinking_blocks_go_back_verbatim_with_their_tool_calls(fake_model_server):
+    fake_model_server.queue(
+        Reply(thinking="I should look at a.txt first.", text="Reading.",
+              tool_calls=[{"name": "read_file", "arguments": {"path": "a.txt"}}]),
+        Reply(thinking="Now answer.", text="It says hello."),
+    )
+    turns, _ = run_loop(make("anthropic", fake_model_server), "What does a.txt say?")
+    assert turns[0].text == "Reading." and turns[-1].text == "It says hello."
+    second = fake_model_server.bodies()[1]
+    assistant = second["messages"][1]
+    assert assistant["content"] == [
+        {"type": "thinking", "thinking": "I should look at a.txt first.", "signature": "sig-msg_1"},
+        {"type": "text", "text": "Reading."},
+        {"type": "tool_use", "id": turns[0].tool_calls[0].id, "name": "read_file",
+         "input": {"path": "a.txt"}},
+    ]
+    assert second["messages"][2]["content"][0]["type"] == "tool_result"
+
+
+def test_anthropic_rewritten_turn_is_sent_as_rewritten(fake_model_server):
+    fake_model_server.queue(
+        Reply(thinking="hmm", text="Reading.",
+              tool_calls=[{"name": "read_file", "arguments": {"path": "a.txt"}}]),
+        Reply(text="done"),
+    )
+    provider = make("anthropic", fake_model_server)
+    request = Request(system="", messages=[Message("user", "go")])
+    turn = provider.complete(request)
+    rewritten = turn.as_message()
+    rewritten.content = "(summarised)"
+    request.messages += [rewritten, Message("tool", "x", tool_call_id=turn.tool_calls[0].id)]
+    provider.complete(request)
+    blocks = fake_model_server.bodies()[1]["messages"][1]["content"]
+    assert [b["type"] for b in blocks] == ["text", "tool_use"]
+    assert blocks[0]["text"] == "(summarised)"
 
 
 # -- openai wire format -----------------------------------------------------------------------
@@ -268,7 +305,8 @@ def test_openai_error_tool_result_is_marked_and_length_maps_to_max_tokens(fake_m
 
 def test_openai_base_url_without_key_uses_placeholder(fake_model_server):
     fake_model_server.queue(Reply(text="local"))
-    provider = OpenAIProvider("llama3.1", env={"OPENAI_BASE_URL": fake_model_server.openai_base_url})
+    env = {"OPENAI_BASE_URL": fake_model_server.openai_base_url}
+    provider = OpenAIProvider("llama3.1", env=env)
     assert provider.complete(Request(system="", messages=[Message("user", "x")])).text == "local"
     assert fake_model_server.requests[0].headers["authorization"] == "Bearer not-needed"
 

@@ -83,3 +83,13 @@ def test_missing_sections_are_added_without_touching_content():
     assert "Something the user wrote.\n" in text
     assert "## Current Position" in text and "## Execution Status" in text
     assert "## Warnings" in text
+
+
+def test_rows_follow_the_users_own_table_header():
+    text = ("## Execution Status\n\n| Spec ID | Mode | Progress | Last Updated |\n"
+            "|---|---|---|---|\n\n## Warnings\n\n| Date | Specification | Reason |\n"
+            "|------|---------------|--------|\n")
+    new = apply_update(text, StateUpdate(spec_id="SPEC-2", run_id="r9", mode="single",
+                                         progress="Complete", warnings=["late"], when="T"))
+    assert "| SPEC-2 | single | Complete | T |" in new
+    assert "| T | SPEC-2 | late |" in new

@@ -238,6 +238,11 @@ def test_run_lock_of_a_killed_process_is_taken_over(repo: Path) -> None:
             holder.wait()
 
 
+
+def test_run_lock_outside_a_repository_cannot_start(tmp_path: Path) -> None:
+    with pytest.raises(CannotStart, match="not a git repository"):
+        RunLock(tmp_path, "run-1")
+
 # --- worktrees -------------------------------------------------------------------------------
 
 def test_create_and_remove_worktree(repo: Path, tmp_path: Path) -> None:
@@ -509,3 +514,30 @@ def test_merge_messages_stay_with_their_worktree(repo: Path, tmp_path: Path) -> 
         "orchestrator: merge G1")
     assert run_git(wt.path, "log", "-1", "--format=%s") == "worker message"
 
+
+def _hook(repo: Path, name: str, body: str) -> None:
+    hook = Path(run_git(repo, "rev-parse", "--git-path", f"hooks/{name}"))
+    hook = hook if hook.is_absolute() else repo / hook
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text(f"#!/bin/sh\n{body}\n")
+    hook.chmod(0o755)
+
+
+def test_commit_hooks_are_respected(repo: Path) -> None:
+    _hook(repo, "pre-commit", "echo 'lint failed: tabs' >&2; exit 1")
+    write_files(repo, {"x.txt": "x\n"})
+    before = head(repo)
+    with pytest.raises(GitError, match="lint failed: tabs"):
+        commit_all(repo, "work")
+    assert head(repo) == before
+
+
+def test_merge_refused_by_a_hook_is_rolled_back(repo: Path, tmp_path: Path) -> None:
+    wt = create_worktree(repo, tmp_path / "g1", "agentrun/g1", "main")
+    commit_files(wt.path, {"g1.txt": "g\n"})
+    _hook(repo, "pre-merge-commit", "echo 'merges frozen' >&2; exit 1")
+    before = head(repo)
+    result = merge_branch(repo, wt.branch, "merge g1")
+    assert not result.ok and result.conflicts == [] and "merges frozen" in result.message
+    assert head(repo) == before and status(repo) == ""
+    assert resolve_ref(repo, "MERGE_HEAD") is None and not (repo / "g1.txt").exists()

@@ -16,7 +16,7 @@ the loop backs off and calls again, see `modelcall.py`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from agentrun.agent.breakers import CircuitBreaker, StuckDetector, call_signature
 from agentrun.providers.base import ToolCall
@@ -24,7 +24,7 @@ from agentrun.providers.errors import AuthenticationFailed, NotConfigured, Provi
 from agentrun.tools.base import COMMAND_DENIED, PATH_DENIED, ToolResult
 
 
-class Decision(str, Enum):
+class Decision(StrEnum):
     CONTINUE = "continue"
     BACKTRACK = "backtrack"
     FAIL_GRACEFULLY = "fail_gracefully"

@@ -98,17 +98,15 @@ def _split_frontmatter(text: str, path: Path) -> tuple[dict[str, Any], str]:
 
 
 def _tools(value: Any, path: Path) -> list[str]:
-    if value is None:
-        return []
-    items = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-        raise BadInput(f"agent definition {path}: `tools` must be a list of tool names",
-                       "e.g. `tools: [read_file, write_file, run_command]`")
-    names = [i.strip() for i in items if i.strip()]
+    """Our tool names, in order; a missing `tools` key means every tool."""
     from agentrun.tools.registry import resolve_tool_names
 
+    if value is not None and not isinstance(value, str) and not (
+            isinstance(value, list) and all(isinstance(i, str) for i in value)):
+        raise BadInput(f"agent definition {path}: `tools` must be a list of tool names",
+                       "e.g. `tools: [read_file, write_file, run_command]`")
     try:
-        return list(resolve_tool_names(names))
+        return list(resolve_tool_names(value))
     except BadInput as exc:
         raise BadInput(f"agent definition {path}: {exc.message}", exc.hint) from None
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from agentrun.agent.runtime import Runtime
 
 SUBMIT_STATUSES = ("complete", "partial", "failed", "blocked")
+ALWAYS_TOOLS = ("submit_result", "check_token_budget")  # every agent can finish and budget
 MAX_DEPTH = 1
 
 # runs one conversation: (agent, task text, tool names, max steps, depth) -> result
@@ -83,8 +84,8 @@ class LoopHooks:
                                f"choose from {', '.join(allowed)}")
             names = list(dict.fromkeys(tools))
         else:
-            wanted = definition.tools or allowed
-            names = [t for t in wanted if t in allowed]
+            names = [t for t in definition.tools if t in allowed]
+        names += [t for t in ALWAYS_TOOLS if t not in names]
         cap = self.rt.limits.max_steps
         steps = min(max_steps, cap) if max_steps and max_steps > 0 else \
             self.rt.limits.subagent_max_steps

@@ -89,7 +89,10 @@ class Transcript:
         self.write_error: str | None = None
         self._lock = threading.Lock()
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                self.write_error = f"cannot write transcript {self.path}: {exc}"
 
     def record(self, type: str, **data: Any) -> dict[str, Any]:
         event = {"type": type, "ts": round(self.clock(), 3), **data}

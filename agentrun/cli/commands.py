@@ -9,10 +9,20 @@ def register(app: typer.Typer) -> None:
     if getattr(app, "_agentrun_registered", False):
         return
     app._agentrun_registered = True  # type: ignore[attr-defined]
-    from agentrun.cli import audit_cmd, init_cmd, plan_cmd, run_cmd, worker_cmd
+    from agentrun.cli import (
+        audit_cmd,
+        demo_cmd,
+        init_cmd,
+        plan_cmd,
+        run_cmd,
+        status_cmd,
+        worker_cmd,
+    )
 
     app.command("plan")(plan_cmd.plan)
     app.command("audit")(audit_cmd.audit)
     app.command("run")(run_cmd.run)
     app.command("worker")(worker_cmd.worker)
+    app.command("status")(status_cmd.status)
     app.command("init")(init_cmd.init)
+    app.command("demo")(demo_cmd.demo)

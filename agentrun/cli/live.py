@@ -59,12 +59,12 @@ class Progress:
             self.rows[batch] = Row(batch, list(event.get("groups", [])))
         elif batch in self.rows:
             row = self.rows[batch]
-            if kind == "worker_step":
+            if kind == "agent_step":
                 row.state = "working"
                 row.step = event.get("step", row.step)
                 row.tool = event.get("tool") or row.tool
                 row.tokens = event.get("tokens", row.tokens)
-            elif kind == "worker_attempt":
+            elif kind == "agent_attempt":
                 row.state = f"attempt {event.get('attempt', '?')}"
             elif kind == "worker_result":
                 row.state = event.get("status", "done")
@@ -86,7 +86,7 @@ class Progress:
 class PlainProgress(Progress):
     """One timestamped line per meaningful event (CI logs, pipes)."""
 
-    QUIET = {"worker_step", "worker_start_agent", "worker_done", "worker_event"}
+    QUIET = {"agent_step", "agent_start", "agent_done", "agent_event"}
 
     def show(self, event: dict[str, Any]) -> None:
         kind = event.get("type", "")
@@ -105,7 +105,7 @@ def describe(e: dict[str, Any]) -> str | None:
         return f"wave {e['wave']}: starting {', '.join(e['batches']) or 'nothing'}"
     if kind == "worker_start":
         return f"worker {b}: started in {e['worktree']}"
-    if kind == "worker_attempt":
+    if kind == "agent_attempt":
         return f"worker {b}: attempt {e.get('attempt')}"
     if kind == "worker_result":
         extra = f" — {e['error']}" if e.get("error") else ""

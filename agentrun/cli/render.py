@@ -17,7 +17,8 @@ def plan_summary(spec: Spec, plan: Plan, console) -> None:
     from rich.table import Table
 
     status = spec.status or "unknown"
-    console.print(f"[bold]{escape(spec.id)}[/bold]: {escape(spec.title)}  "
+    title = spec.title.removeprefix(spec.id).lstrip(":—- ").strip() or spec.title
+    console.print(f"[bold]{escape(spec.id)}[/bold]: {escape(title)}  "
                   f"[dim](status: {escape(status)})[/dim]")
     console.print(f"Execution mode: [bold]{plan.mode}[/bold] — {escape(plan.mode_reason)}")
     groups = {g.id: g for g in spec.groups}
@@ -26,14 +27,14 @@ def plan_summary(spec: Spec, plan: Plan, console) -> None:
                       f"Workers: {plan.workers}")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("Wave")
-    table.add_column("Groups")
-    table.add_column("Workers")
-    table.add_column("Parallel", justify="right")
+    table.add_column("Workers", no_wrap=True)
+    table.add_column("Parallel", justify="right", no_wrap=True)
+    table.add_column("Groups", no_wrap=True, overflow="ellipsis")
     for wave in plan.waves:
-        names = ", ".join(f"{gid} {groups[gid].title}".strip() if gid in groups else gid
-                          for gid in wave.groups) or "(whole spec)"
+        names = "\n".join(f"{gid} {_short(groups[gid].title)}".strip() if gid in groups
+                          else gid for gid in wave.groups) or "(whole spec)"
         batches = " | ".join("+".join(b.groups) or "all" for b in wave.batches)
-        table.add_row(wave.label, escape(names), escape(batches), str(len(wave.batches)))
+        table.add_row(wave.label, escape(batches), str(len(wave.batches)), escape(names))
     console.print(table)
     if plan.mode == "orchestrated":
         widest = max(plan.waves, key=lambda w: len(w.batches))
@@ -50,3 +51,8 @@ def findings(items: list[Finding], console) -> None:
         style = SEVERITY_STYLE[f.severity]
         console.print(f"[{style}]{f.severity}[/{style}] {escape(f.code)}{where}: "
                       f"{escape(f.message)}")
+
+
+def _short(text: str, width: int = 44) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,7 +1,8 @@
 """Model prices (USD per million tokens) and the cost of a call's usage.
 
-Names are matched exactly, then by longest prefix (so dated snapshots like
-"claude-sonnet-4-5-20250929" find "claude-sonnet-4-5"). A project may override or add prices in
+Names are matched exactly, then by the longest prefix that ends at a "-" or "@" (so the snapshot
+"claude-sonnet-4-5-20250929" finds "claude-sonnet-4", but "gpt-5.6" does not take "gpt-5"'s
+price). A project may override or add prices in
 `.specflow/config.yaml` under `pricing:`. Unknown models cost `None`, never a silent 0.
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from agentrun.errors import BadInput
 from agentrun.providers.base import Usage
-from agentrun.providers.tokens import bare_model
+from agentrun.providers.tokens import bare_model, match_model
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,17 @@ def _p(inp: float, out: float, read: float, write: float | None = None) -> Price
     return Price(inp, out, read, inp if write is None else write)
 
 
+# Published list prices (standard tier, 5-minute cache writes). Prices change: a project can
+# correct or add any model under `pricing:` in .specflow/config.yaml.
 PRICES: dict[str, Price] = {
-    # Anthropic (cache write = 5-minute ephemeral cache, 1.25x input; read 0.1x input)
+    # Anthropic
+    "claude-opus-5-5": _p(4.0, 20.0, 0.20, 5.0),
+    "claude-opus-5": _p(5.0, 25.0, 0.50, 6.25),
+    "claude-sonnet-5-5": _p(2.0, 10.0, 0.20, 2.50),
+    "claude-sonnet-5": _p(2.0, 10.0, 0.20, 2.50),
+    "claude-opus-4-8": _p(5.0, 25.0, 0.50, 6.25),
+    "claude-opus-4-7": _p(5.0, 25.0, 0.50, 6.25),
+    "claude-opus-4-6": _p(5.0, 25.0, 0.50, 6.25),
     "claude-opus-4-5": _p(5.0, 25.0, 0.50, 6.25),
     "claude-opus-4-1": _p(15.0, 75.0, 1.50, 18.75),
     "claude-opus-4": _p(15.0, 75.0, 1.50, 18.75),
@@ -43,7 +53,7 @@ PRICES: dict[str, Price] = {
     "claude-3-5-haiku": _p(0.80, 4.0, 0.08, 1.0),
     "claude-3-opus": _p(15.0, 75.0, 1.50, 18.75),
     "claude-3-haiku": _p(0.25, 1.25, 0.03, 0.30),
-    # OpenAI
+    # OpenAI (cache_read = cached input)
     "gpt-4o": _p(2.50, 10.0, 1.25),
     "gpt-4o-mini": _p(0.15, 0.60, 0.075),
     "gpt-4.1": _p(2.0, 8.0, 0.50),
@@ -52,6 +62,12 @@ PRICES: dict[str, Price] = {
     "gpt-5": _p(1.25, 10.0, 0.125),
     "gpt-5-mini": _p(0.25, 2.0, 0.025),
     "gpt-5-nano": _p(0.05, 0.40, 0.005),
+    "gpt-5.1": _p(1.25, 10.0, 0.125),
+    "gpt-5.2": _p(1.75, 14.0, 0.175),
+    "gpt-5.4": _p(2.50, 15.0, 0.25),
+    "gpt-5.4-mini": _p(0.75, 4.50, 0.075),
+    "gpt-5.4-nano": _p(0.20, 1.25, 0.02),
+    "gpt-5.5": _p(5.0, 30.0, 0.50),
     "o1": _p(15.0, 60.0, 7.50),
     "o1-mini": _p(1.10, 4.40, 0.55),
     "o3": _p(2.0, 8.0, 0.50),
@@ -65,10 +81,8 @@ _OVERRIDE_KEYS = ("input", "output", "cache_read", "cache_write")
 
 
 def _lookup(table: Mapping[str, Price], name: str) -> Price | None:
-    if name in table:
-        return table[name]
-    best = max((k for k in table if name.startswith(k)), key=len, default=None)
-    return table[best] if best is not None else None
+    key = match_model(table, name)
+    return table[key] if key is not None else None
 
 
 def parse_overrides(overrides: Mapping[str, Any] | None) -> dict[str, Price]:
@@ -109,14 +123,10 @@ def parse_overrides(overrides: Mapping[str, Any] | None) -> dict[str, Price]:
 
 
 def price_for(model: str, overrides: Mapping[str, Any] | None = None) -> Price | None:
-    """The price of `model`: overrides first (exact, then prefix), then the built-in table."""
-    name = bare_model(model)
-    custom = parse_overrides(overrides)
-    if custom:
-        found = _lookup(custom, name)
-        if found is not None:
-            return found
-    return _lookup(PRICES, name)
+    """The price of `model`; overrides replace or extend the built-in table, and the most
+    specific name wins either way (an override for "gpt-4o" does not touch "gpt-4o-mini")."""
+    table = {**PRICES, **parse_overrides(overrides)}
+    return _lookup(table, bare_model(model))
 
 
 def cost_usd(model: str, usage: Usage, overrides: Mapping[str, Any] | None = None

@@ -23,13 +23,14 @@ from agentrun.providers.base import Provider
 from agentrun.providers.errors import NotConfigured
 
 PROVIDERS = ("anthropic", "openai", "scripted")
-DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1", "scripted": "scripted"}
+# Defaults when only a key is set: tool-capable, not deprecated, no extended thinking by default.
+DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1", "scripted": "scripted"}
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_TIMEOUT_S = 600.0
 KEY_VARS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 BASE_URL_VARS = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 # Short names used in agent definitions (as in Claude Code sub-agent files).
-MODEL_ALIASES = {"sonnet": "claude-sonnet-4-5", "opus": "claude-opus-4-1",
+MODEL_ALIASES = {"sonnet": "claude-sonnet-4-6", "opus": "claude-opus-4-6",
                  "haiku": "claude-haiku-4-5"}
 _UNSET_MODELS = {"", "inherit", "default"}
 _OPENAI_MODEL = re.compile(r"^(gpt-|chatgpt-|o\d(\b|-|$)|text-|davinci|babbage)")
@@ -96,8 +97,14 @@ def resolve_provider_config(*, flag_provider: str | None = None, flag_model: str
     if not isinstance(config, Mapping):
         raise BadInput(".specflow/config.yaml must be a mapping",
                        "Write `key: value` lines (provider, model, base_url, ...).")
+    flag_provider = _clean(flag_provider, "--provider")
+    if script and flag_provider is None:
+        flag_provider = "scripted"  # `--script FILE` alone means "replay this script"
+    elif script and flag_provider != "scripted":
+        raise BadInput(f"--script only applies to the scripted provider, not {flag_provider!r}",
+                       "Drop --script, or use --provider scripted (use --record to record).")
     layers = [
-        _Layer("--provider/--model", _clean(flag_provider, "--provider"), _model(flag_model)),
+        _Layer("--provider/--model", flag_provider, _model(flag_model)),
         _Layer("AGENTRUN_PROVIDER/AGENTRUN_MODEL", _clean(env.get("AGENTRUN_PROVIDER"),
                                                           "AGENTRUN_PROVIDER"),
                _model(env.get("AGENTRUN_MODEL"))),
@@ -200,6 +207,8 @@ def _auto_detect(env: Mapping[str, str], config: Mapping[str, Any]) -> tuple[str
         return "openai", "OPENAI_API_KEY"
     if env.get("OPENAI_BASE_URL"):
         return "openai", "OPENAI_BASE_URL"
+    if _cfg_str(config, "base_url"):  # a server URL with no provider: OpenAI-compatible
+        return "openai", ".specflow/config.yaml base_url"
     raise NotConfigured("no model provider is configured", NOTHING_CONFIGURED_HINT)
 
 

@@ -12,6 +12,7 @@ A turn may carry `text`, `tool_calls`, `usage`, `stop_reason`, `latency_s`, and 
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -121,7 +122,7 @@ class ScriptedProvider:
                                                       "(scripted fault)"))
             else:
                 calls.append(ToolCall(id=call_id, name=spec["name"],
-                                      arguments=dict(spec.get("arguments") or {}),
+                                      arguments=copy.deepcopy(spec.get("arguments") or {}),
                                       arguments_error=spec.get("arguments_error")))
         stop = step.stop_reason or ("tool_use" if calls else "end_turn")
         usage = step.usage
@@ -170,6 +171,8 @@ class ScriptedProvider:
         if isinstance(script, list):
             self._default = self._cursor("default", "default", script)
             return
+        if script is None:
+            self._bad("the script is empty")
         if not isinstance(script, dict):
             self._bad(f"the script must be a list of turns or a mapping, not "
                       f"{type(script).__name__}")

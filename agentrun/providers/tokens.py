@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -59,21 +60,29 @@ _CL100K_EXACT = {"gpt-4"}
 
 # Context windows in tokens, matched by exact name then longest prefix.
 CONTEXT_WINDOWS: dict[str, int] = {
+    "claude-opus-5": 1_000_000,
+    "claude-sonnet-5": 1_000_000,
+    "claude-opus-4-6": 1_000_000,
+    "claude-opus-4-7": 1_000_000,
+    "claude-opus-4-8": 1_000_000,
+    "claude-sonnet-4-6": 1_000_000,
     "claude-opus-4": 200_000,
     "claude-sonnet-4": 200_000,
     "claude-haiku-4": 200_000,
     "claude-3": 200_000,
     "gpt-4o": 128_000,
-    "gpt-4o-mini": 128_000,
     "gpt-4.1": 1_047_576,
     "gpt-4-turbo": 128_000,
     "gpt-4": 8_192,
     "gpt-3.5-turbo": 16_385,
     "gpt-5": 400_000,
+    "gpt-5.1": 400_000,
+    "gpt-5.2": 400_000,
+    "gpt-5.4": 1_050_000,
+    "gpt-5.5": 1_000_000,
     "o1": 200_000,
     "o3": 200_000,
     "o4-mini": 200_000,
-    "scripted": 200_000,
 }
 
 
@@ -153,10 +162,16 @@ def estimate_request(request: Request, model: str | None = None) -> TokenEstimat
     return TokenEstimate(est.tokens + overhead, est.method)
 
 
+def match_model(table: Mapping[str, Any], name: str) -> str | None:
+    """The key of `table` for model `name`: exact, else the longest prefix followed by "-" or
+    "@" ("claude-sonnet-4-5-20250929" → "claude-sonnet-4"; "gpt-5.4" does not match "gpt-5")."""
+    if name in table:
+        return name
+    fits = [k for k in table if name.startswith(k) and name[len(k)] in "-@"]
+    return max(fits, key=len) if fits else None
+
+
 def context_window(model: str | None) -> int:
     """The model's context window in tokens; 200,000 when the model is unknown."""
-    name = bare_model(model)
-    if name in CONTEXT_WINDOWS:
-        return CONTEXT_WINDOWS[name]
-    best = max((p for p in CONTEXT_WINDOWS if name.startswith(p)), key=len, default=None)
-    return CONTEXT_WINDOWS[best] if best else DEFAULT_CONTEXT_WINDOW
+    key = match_model(CONTEXT_WINDOWS, bare_model(model))
+    return CONTEXT_WINDOWS[key] if key is not None else DEFAULT_CONTEXT_WINDOW

@@ -58,12 +58,12 @@ def apply_update(text: str, update: StateUpdate) -> str:
         position["Next Step"] = update.next_step
     lines = _update_position(lines, position, nl)
     if update.progress:
-        row = [update.spec_id, update.run_id or "", update.mode or "", update.progress,
-               update.when]
+        row = {"spec": update.spec_id, "run": update.run_id or "", "mode": update.mode or "",
+               "progress": update.progress, "updated": update.when}
         lines = _upsert_row(lines, "Execution Status", EXECUTION_HEADER, row, key=update.spec_id,
                             nl=nl)
     for warning in update.warnings:
-        row = [update.when, update.spec_id, warning]
+        row = {"updated": update.when, "spec": update.spec_id, "warning": warning}
         lines = _upsert_row(lines, "Warnings", WARNINGS_HEADER, row, key=None, nl=nl)
     return "".join(lines)
 
@@ -137,6 +137,25 @@ def _insert_first_section(lines: list[str], title: str, body: list[str], nl: str
     return _append_section(lines, title, body, nl)
 
 
+# Which value goes in a column, by words in the column's header (users' tables differ).
+_COLUMN_WORDS = (("spec", ("spec", "specification", "id")), ("run", ("run",)),
+                 ("mode", ("mode",)), ("progress", ("progress", "status", "state")),
+                 ("updated", ("updated", "date", "time", "when")),
+                 ("warning", ("warning", "reason", "message", "note", "issue")))
+
+
+def _column_key(name: str) -> str | None:
+    words = re.findall(r"[a-z]+", name.lower())
+    for key, names in _COLUMN_WORDS:
+        if any(w in names for w in words):
+            return key
+    return None
+
+
+def _row_for(header: list[str], values: dict[str, str]) -> list[str]:
+    return [values.get(_column_key(col) or "", "") for col in header]
+
+
 def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
@@ -145,12 +164,17 @@ def _format_row(cells: list[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
 
-def _upsert_row(lines: list[str], title: str, header: list[str], row: list[str],
+def _upsert_row(lines: list[str], title: str, header: list[str], values: dict[str, str],
                 key: str | None, nl: str) -> list[str]:
-    """Replace the row whose first cell is `key` (or append) in the section's table."""
+    """Replace the row whose first cell is `key` (or append) in the section's table.
+
+    Values are placed by the table's own header names, so a user's table with other columns
+    (or another order) keeps its shape.
+    """
     bounds = _section_bounds(lines, title)
     table_head = [_format_row(header) + nl, "|" + "|".join("-" * (len(h) + 2) for h in header)
                   + "|" + nl]
+    row = _row_for(header, values)
     if bounds is None:
         return _append_section(lines, title, [*table_head, _format_row(row) + nl], nl)
     start, end = bounds
@@ -165,8 +189,7 @@ def _upsert_row(lines: list[str], title: str, header: list[str], row: list[str],
             block.append(nl)
         out[start + 1:insert_at] = block
         return out
-    width = len(_cells(out[table[0]]))
-    cells = (row + [""] * width)[:width] if width >= len(row) else row
+    cells = _row_for(_cells(out[table[0]]), values)
     if key is not None:
         for i in table[2:]:
             if _cells(out[i])[0] == key:

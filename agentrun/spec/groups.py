@@ -127,8 +127,11 @@ def _columns(table: Table) -> _Columns:
         if getattr(cols, name) is None:
             setattr(cols, name, i)
 
+    named_tasks = None  # a column called "Tasks" beats synonyms like "Step" or "Description"
     for i, cell in enumerate(table.header):
         h = norm_title(plain(children(cell))).rstrip("?")
+        if h.startswith("task") and named_tasks is None and h not in ("task group", "task groups"):
+            named_tasks = i
         if h.startswith("wave"):
             put("wave", i)
         elif h in ("groups", "task groups", "group ids", "parallel groups"):
@@ -143,12 +146,15 @@ def _columns(table: Table) -> _Columns:
         elif ("context" in h and "cumulative" not in h) or h.startswith("est"):
             put("est", i)
         elif h.startswith("task") or h in ("description", "work", "deliverables", "scope",
-                                           "what", "changes", "items", "steps"):
+                                           "what", "changes", "items", "steps", "step",
+                                           "action", "actions"):
             put("tasks", i)
         elif h in ("title", "name", "focus", "summary", "goal", "purpose", "area", "component"):
             put("title", i)
         elif "file" in h or "artifact" in h or h == "paths":
             put("files", i)
+    if named_tasks is not None:
+        cols.tasks = named_tasks
     return cols
 
 
@@ -285,10 +291,10 @@ def _heading_def(doc: Doc, heading: Heading, parsed: tuple[str, str | None, str]
     for table in doc.tables(start, body_end):
         cols = _columns(table)
         column = cols.tasks if cols.tasks is not None else cols.title
-        if column is None:
+        if column is None:  # the first column that is neither a counter nor a file
             column = next((i for i, c in enumerate(table.header)
-                           if norm_title(plain(children(c))) not in ("#", "id", "step", "no",
-                                                                     "no.", "order")), 0)
+                           if i != cols.files and norm_title(plain(children(c)))
+                           not in ("#", "id", "no", "no.", "n", "order")), 0)
         for _, cells in table.rows:
             group.tasks.extend(_cell_tasks(_cell(cells, column)))
             group.files.extend(f for f in _FILE_SPLIT.split(plain(_cell(cells, cols.files)))

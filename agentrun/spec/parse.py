@@ -22,6 +22,7 @@ from agentrun.spec.markdown import (
 from agentrun.spec.model import Criterion, Section, Spec
 from agentrun.spec.refs import looks_like_path, unique
 
+_RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _CHECKBOX = re.compile(r"^\s*\[([ xX])\]\s+")
 _CREATE = re.compile(r"^(?:new\s+)?files?\s+to\s+(?:create|add)(?:\s*(/|or|and|&)\s*(?:modify|"
                      r"change|update|edit))?\b")
@@ -102,8 +103,8 @@ def _sections(doc: Doc) -> list[Section]:
         body = doc.lines[h.body_line:end]
         while body and not body[0].strip():
             body.pop(0)
-        while body and not body[-1].strip():
-            body.pop()
+        while body and (not body[-1].strip() or _RULE.match(body[-1])):
+            body.pop()  # blank lines and `---` separators before the next heading
         out.append(Section(h.text, h.level, h.line, end, "\n".join(body)))
     return out
 
@@ -147,17 +148,16 @@ def _kind(title: str) -> str | None:
 
 
 def _files(doc: Doc) -> tuple[list[str], list[str]]:
-    create: list[str] = []
-    modify: list[str] = []
+    found: list[tuple[int, str, str]] = []  # (line, kind, path), sorted into document order
 
-    def add(kind: str, path: str, note: str = "") -> None:
+    def add(line: int, kind: str, path: str, note: str = "") -> None:
         path = path.strip().strip("`").strip()
         if not looks_like_path(path):
             return
         if kind == "mixed":
             kind = "create" if re.search(r"\b(?:new|create[ds]?|add(?:ed)?)\b", note, re.I) \
                 else "modify"
-        (create if kind == "create" else modify).append(path)
+        found.append((line, kind, path))
 
     for h in doc.headings:
         kind = _kind(h.text) if h.level >= 2 else None
@@ -172,15 +172,19 @@ def _files(doc: Doc) -> tuple[list[str], list[str]]:
         kind = _kind(m.group(1)) if m else None
         if kind is None or m is None:
             continue
+        line = inline.map[0] if inline.map else 0
         spans = [s for s in code_spans(children(inline)) if looks_like_path(s)]
         if spans or m.group(2).strip():
             for s in spans or re.split(r"[\s,;]+", m.group(2)):
-                add(kind, s)
+                add(line, kind, s)
             continue
         nxt = idx + 2  # the block after this paragraph: a list or a table of files
         if nxt < len(doc.tokens) and doc.tokens[nxt].type in (
                 "bullet_list_open", "ordered_list_open", "table_open"):
             _collect(doc, nxt, _block_end(doc, nxt), kind, add)
+    found.sort(key=lambda f: f[0])
+    create = [path for _, kind, path in found if kind == "create"]
+    modify = [path for _, kind, path in found if kind == "modify"]
     return unique(create), unique(modify)
 
 
@@ -192,7 +196,7 @@ def _block_end(doc: Doc, index: int) -> int:
     return len(doc.tokens)
 
 
-_Add = Callable[[str, str, str], None]
+_Add = Callable[[int, str, str, str], None]
 
 
 def _collect(doc: Doc, start: int, end: int, kind: str, add: _Add) -> None:
@@ -202,15 +206,15 @@ def _collect(doc: Doc, start: int, end: int, kind: str, add: _Add) -> None:
         note_col = next((i for i, h in enumerate(headers)
                          if h in ("action", "change", "changes", "type", "status", "operation",
                                   "op", "new?", "kind")), None)
-        for _, cells in table.rows:
+        for line, cells in table.rows:
             if col >= len(cells):
                 continue
             note = plain(children(cells[note_col])) if note_col is not None \
                 and note_col < len(cells) else plain(children(cells[-1]))
-            add(kind, _first_path(cells[col]), note)
+            add(line, kind, _first_path(cells[col]), note)
     for item in doc.items(start, end):
         if item.depth == 0 and item.inline is not None:
-            add(kind, _first_path(item.inline), plain(children(item.inline)))
+            add(item.line, kind, _first_path(item.inline), plain(children(item.inline)))
 
 
 def _first_path(inline: Token) -> str:

@@ -11,6 +11,7 @@ _GID = r"(?:group[\s_-]*|g)0*(\d{1,6})(?!\d)"
 _SEG = r"(?:\s*[-–_./]\s*|\s*\(\s*)?(?:segment|seg|s)\s*0*(\d{1,6})(?!\d)\)?"
 _REF = re.compile(rf"(?<![A-Za-z0-9_]){_GID}(?:{_SEG})?", re.I)
 _CELL = re.compile(rf"^[\s*_\[(#]*{_GID}(?:{_SEG})?(?![A-Za-z0-9])", re.I)
+_MORE_GROUPS = re.compile(rf"\s*(?:[-–—,&/+]|\.\.|and\b|to\b)\s*{_GID}", re.I)
 _RANGE_SEP = re.compile(r"\s*(?:-|–|—|\.\.\.?|to|through|thru)\s*", re.I)
 _SHORT_RANGE = re.compile(r"\s*(?:-|–|\.\.)\s*0*(\d{1,6})(?![\d\w])")
 _INT = re.compile(r"(?<!\d)(\d{1,6})(?!\d)")
@@ -40,8 +41,8 @@ def group_id(number: str) -> str:
 def parse_group_cell(text: str) -> tuple[str, str | None, str] | None:
     """`G2`, `**G02**`, `Group 2`, `G2-S1`, `G2: Title` -> (id, segment or None, rest)."""
     m = _CELL.match(text)
-    if m is None:
-        return None
+    if m is None or _MORE_GROUPS.match(text, m.end()):
+        return None  # `G1-G3`, `G1, G2`: several groups, not one
     segment = f"S{int(m.group(2))}" if m.group(2) else None
     rest = text[m.end():].strip().lstrip("*_").strip()
     rest = re.sub(r"^[:\-–—.)\]]+\s*", "", rest).strip()

@@ -20,6 +20,7 @@ from agentrun.spec.markdown import Doc, Heading, norm_title, plain, split_lines
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 _KEY_NAME = re.compile(r"^[A-Za-z_][\w.-]*$")
 _AUDIT = re.compile(r"\baudit\s+v(\d{1,6})(?!\d)", re.I)
+_COMMENT = re.compile(r"\s+#.*$")
 _PLAIN_UNSAFE = re.compile(r"^[\s\[\]{}&*!|>'\"%@`,?#-]|:\s|\s#|:$|[\r\n\t]|\s$")
 
 
@@ -72,15 +73,17 @@ def set_frontmatter_value(text: str, key: str, value: str) -> str:
     indents = [len(c) - len(c.lstrip()) for c in content if c.strip() and
                not c.lstrip().startswith("#")]
     base = min(indents) if indents else 0
-    pattern = re.compile(rf"^ {{{base}}}{re.escape(key)}(\s*):(.*)$")
+    pattern = re.compile(rf"^ {{{base}}}{re.escape(key)}(\s*):([ \t]*)(.*)$")
     for offset, line in enumerate(content):
         m = pattern.match(line)
         if m is None:
             continue
         i = block.content_start + offset
-        old = m.group(2)
+        old = m.group(3)
+        comment = _COMMENT.search(old) if old[:1] not in ("'", '"') else None
         ending = lines[i][len(_bare(lines[i])):]
-        lines[i] = f"{' ' * base}{key}{m.group(1)}: {_scalar(value, old)}{ending}"
+        lines[i] = (f"{' ' * base}{key}{m.group(1)}:{m.group(2) or ' '}{_scalar(value, old)}"
+                    f"{comment.group(0) if comment else ''}{ending}")
         j = i + 1  # drop the old value's continuation lines (`key:\n  - a\n  - b`)
         while j < block.content_end and _continues(_bare(lines[j]), base, old):
             j += 1

@@ -36,6 +36,7 @@ LIST_MAX_ENTRIES = 1000
 SEARCH_MAX_MATCHES = 200
 SEARCH_LINE_CHARS = 300
 SEARCH_MAX_FILE_BYTES = 5_000_000
+READ_MAX_FILE_BYTES = 20_000_000  # read_file/edit_file load the whole file
 _SNIFF_BYTES = 8192
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK  # a FIFO must not block the open
 _SKIP_NAMES = {".git"}
@@ -46,12 +47,20 @@ _SKIP_NAMES = {".git"}
 def _read_bytes(root: Path, real: Path, name: str) -> bytes:
     """The bytes of the regular file `real`, opened without following symlinks."""
     fd = policy.open_beneath(root, real, _READ_FLAGS)
-    with os.fdopen(fd, "rb") as fh:
-        mode = os.fstat(fh.fileno()).st_mode
+    try:
+        mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(f"{name!r} is a directory; use list_files to see inside it")
         if not stat.S_ISREG(mode):
             raise OSError(f"{name!r} is not a regular file")
+        size = os.fstat(fd).st_size
+        if size > READ_MAX_FILE_BYTES:
+            raise OSError(f"{name!r} is too large ({size} bytes); inspect it with run_command "
+                          "(e.g. `head`, `sed -n`, `grep`)")
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as fh:
         return fh.read()
 
 
@@ -71,6 +80,8 @@ def _write_atomic(root: Path, real: Path, data: bytes) -> bool:
     Returns whether the file was created. The rename replaces the directory entry itself, so
     neither a symlink nor a hard link at the destination can redirect the write.
     """
+    if os.path.realpath(real) == os.path.realpath(root):
+        raise IsADirectoryError("the worktree root is a directory")
     dir_fd, name = policy.open_parent_beneath(root, real, make_parents=True)
     try:
         try:
@@ -217,7 +228,8 @@ class ReadFile(ArgsTool):
         if _looks_binary(data[:_SNIFF_BYTES]):
             return ToolResult.error(TOOL_ERROR, f"{shown} is a binary file ({len(data)} bytes);"
                                     " read_file shows text files only")
-        lines = data.decode("utf-8", errors="replace").splitlines()
+        text = data.decode("utf-8", errors="replace")
+        lines = policy.redact(text, policy.secret_values(ctx.policy)).splitlines()
         total = len(lines)
         if total == 0:
             return ToolResult(f"{shown} is empty", data={"path": shown, "total_lines": 0})
@@ -429,7 +441,7 @@ class SearchFiles(ArgsTool):
         if not hits:
             return ToolResult(f"no matches for {args.pattern!r} in {searched} files searched",
                               data={"count": 0, "files_searched": searched})
-        body = "\n".join(hits)
+        body = policy.redact("\n".join(hits), policy.secret_values(ctx.policy))
         if truncated:
             body += (f"\n[stopped after {SEARCH_MAX_MATCHES} matches; narrow the pattern, path "
                      "or glob]")
@@ -444,10 +456,11 @@ def _search_file(opener, rel: str, regex: re.Pattern[str], hits: list[str]) -> b
         fd = opener()
     except OSError:
         return False
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > SEARCH_MAX_FILE_BYTES:
+        os.close(fd)
+        return False
     with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_size > SEARCH_MAX_FILE_BYTES:
-            return False
         data = fh.read()
     if _looks_binary(data[:_SNIFF_BYTES]):
         return False

@@ -302,10 +302,9 @@ def _check_segment(words: list[str], root_real: str, extra: list[re.Pattern[str]
     name, args = words[0], words[1:]
     if name == "rm":
         return _check_rm(args, root_real)
-    if name in ("chmod", "chown", "chgrp", "tee", "truncate", "shred"):
-        for target in _operands(args):
-            if _escapes(target, root_real):
-                return Refusal(f"{name} outside the worktree ({target})", _OUTSIDE_HINT)
+    for target in _write_targets(name, args):
+        if _escapes(target, root_real):
+            return Refusal(f"{name} outside the worktree ({target})", _OUTSIDE_HINT)
     if name in _SHELLS:
         script = _shell_script(args)
         if script is not None:
@@ -336,6 +335,24 @@ def _check_rm(args: list[str], root_real: str) -> Refusal | None:
     return None
 
 
+_ALL_OPERANDS = {"chmod", "chown", "chgrp", "tee", "truncate", "shred", "mv", "touch", "mkdir",
+                 "rmdir", "unlink"}
+_LAST_OPERAND = {"cp", "ln", "install", "rsync"}
+
+
+def _write_targets(name: str, args: list[str]) -> list[str]:
+    """The paths a file command changes: every operand of `mv`/`touch`/`chmod`/..., the
+    destination of `cp`/`ln`/..., the files of `sed -i`. Sources may be read from anywhere."""
+    operands = _operands(args)
+    if name in _ALL_OPERANDS:
+        return operands
+    if name in _LAST_OPERAND:
+        return operands[-1:] if len(operands) > 1 else []
+    if name == "sed" and any(a.startswith("-i") or a == "--in-place" for a in args):
+        return operands
+    return []
+
+
 def _operands(args: list[str]) -> list[str]:
     """Non-option words (everything after `--` counts as an operand)."""
     out, options_done = [], False
@@ -349,11 +366,16 @@ def _operands(args: list[str]) -> list[str]:
 
 def _shell_script(args: list[str]) -> str | None:
     """The script of `bash -c SCRIPT` (also `-lc`, `-ec`), if that is how the shell was run."""
+    skip = False
     for i, arg in enumerate(args):
-        if arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]:
+        if skip:
+            skip = False
+        elif arg in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+            skip = True  # the option's value follows
+        elif arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]:
             rest = [a for a in args[i + 1:] if not a.startswith("-")]
             return rest[0] if rest else None
-        if not arg.startswith("-"):
+        elif not arg.startswith(("-", "+")):
             return None
     return None
 
@@ -488,6 +510,11 @@ def scrubbed_env(policy: CommandPolicy,
             env[name] = value
     env.update(GIT_TERMINAL_PROMPT="0", PAGER="cat", GIT_PAGER="cat", GIT_EDITOR="true")
     return env, sorted(set(secrets), key=len, reverse=True)
+
+
+def secret_values(policy: CommandPolicy, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values of the secret variables of this process, longest first, for `redact`."""
+    return scrubbed_env(policy, environ)[1]
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

@@ -1,0 +1,63 @@
+"""`agentrun demo`: the bundled example project, run end to end offline."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import typer
+
+from agentrun.cli.common import JSON_OPT, output
+
+DEMO_SPEC = "SPEC-002"
+
+
+def demo(
+    directory: Path | None = typer.Option(None, "--dir",
+                                          help="Where to create the demo project "
+                                               "(default: a new temporary directory)."),
+    spec: str = typer.Option(DEMO_SPEC, "--spec", help="Which example spec to run."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Copy the example project into a fresh git repository and run a spec with the bundled
+    script (scripted provider: offline, no API key)."""
+    from agentrun.cli.run_cmd import execute
+    from agentrun.errors import BadInput
+    from agentrun.resources import packaged_dir
+
+    out = output(json_out)
+    target = (directory or Path(tempfile.mkdtemp(prefix="agentrun-demo-"))).resolve()
+    if target.exists() and any(target.iterdir()):
+        raise BadInput(f"demo directory is not empty: {target}",
+                       hint="pass --dir with a new or empty directory")
+    shutil.copytree(packaged_dir("example"), target, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".keep"))
+    env_git = ["-c", "user.name=agentrun demo", "-c", "user.email=demo@agentrun.invalid",
+               "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
+                 [*env_git, "commit", "-q", "-m", "Example project"]):
+        subprocess.run(["git", *args], cwd=target, check=True, capture_output=True)
+    out.progress(f"demo project: {target}")
+    import os
+
+    cwd = Path.cwd()
+    os.chdir(target)
+    try:
+        code = execute(
+            f".specflow/specs/{spec}.md", out, yes=True, dry_run=False, mode=None,
+            max_parallel=None, on_failure="continue", allow_dirty=False, require_audit=False,
+            resume=False, provider="scripted", model=None,
+            script=Path(".specflow/demo-script.yaml"), record=None, max_steps=None,
+            token_budget=None, worker_timeout=None, max_retries=None, validation_command=None,
+            sequential=False, interactive=False)
+    finally:
+        os.chdir(cwd)
+    if out.mode != "json":
+        log = subprocess.run(["git", "log", "--oneline", "--graph", "-n", "20"], cwd=target,
+                             capture_output=True, text=True).stdout
+        out.stdout.print("\nCommits on main:\n" + log)
+        out.stdout.print(f"Explore: cd {target} && git log --stat && "
+                         f"cat .specflow/STATE.md .specflow/specs/{spec}.md")
+    raise typer.Exit(code)

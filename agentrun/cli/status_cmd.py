@@ -1,0 +1,64 @@
+"""`agentrun status`: the active spec, its last run and per-group results."""
+
+from __future__ import annotations
+
+import typer
+
+from agentrun.cli.common import JSON_OPT, output
+
+
+def status(
+    spec: str | None = typer.Argument(None, metavar="[SPEC]", show_default=False,
+                                      help="Spec file or id (default: the active spec)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Show the active spec, the last run and its per-group results."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from agentrun.errors import BadInput
+    from agentrun.project import active_spec_name, find_project
+    from agentrun.report.execution_state import load_state, state_path
+    from agentrun.report.summary import STATUS_MARK, format_cost
+
+    out = output(json_out)
+    project = find_project()
+    if not project.specflow.is_dir():
+        raise BadInput(f"no .specflow/ directory at or above {project.root}",
+                       hint="run `agentrun init` to create one")
+    state_text = project.state_md.read_text(encoding="utf-8") if project.state_md.is_file() \
+        else ""
+    active = active_spec_name(state_text)
+    spec_id = spec or active
+    if spec_id and spec_id.endswith(".md"):
+        spec_id = spec_id.rsplit("/", 1)[-1][:-3]
+    state = load_state(state_path(project.execution_dir, spec_id)) if spec_id else None
+    if out.mode == "json":
+        out.json({"ok": True, "project": str(project.root), "active_spec": active,
+                  "spec": spec_id, "last_run": state.to_dict() if state else None})
+        return
+    console = out.stdout
+    console.print(f"Project: {escape(str(project.root))}")
+    console.print(f"Active specification: {escape(active or 'none')}")
+    if not spec_id:
+        return
+    if state is None:
+        console.print(f"{escape(spec_id)}: no run recorded yet "
+                      f"(run `agentrun run {escape(spec_id)}`)")
+        return
+    console.print(f"Last run of {escape(spec_id)}: {state.run_id} — [bold]{state.status}"
+                  f"[/bold] ({state.mode}, started {state.started}, finished "
+                  f"{state.finished or '—'})")
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("Group", "Wave", "Status", "Commits", "Attempts", "Tokens", "Note"):
+        table.add_column(col)
+    for g in state.groups.values():
+        note = (g.error or g.summary or "").splitlines()[0][:70] if (g.error or g.summary) \
+            else ""
+        table.add_row(g.id, g.wave, STATUS_MARK.get(g.status, g.status), str(len(g.commits)),
+                      str(g.attempts), f"{sum(g.usage.values()):,}", escape(note))
+    console.print(table)
+    console.print(f"Tokens: {state.usage.total:,} · cost {format_cost(state.cost_usd)}")
+    for g in state.groups.values():
+        if g.worktree:
+            console.print(f"Kept worktree for {g.id}: {escape(g.worktree)}")

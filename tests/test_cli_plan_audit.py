@@ -1,0 +1,201 @@
+"""`agentrun plan`, `audit --static` and `init` through the entry point."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from clirun import agentrun, json_of
+
+from agentrun.resources import packaged_dir
+
+EXAMPLE = packaged_dir("example")
+
+
+@pytest.fixture()
+def example(tmp_path: Path) -> Path:
+    dest = tmp_path / "proj"
+    shutil.copytree(EXAMPLE, dest)
+    return dest
+
+
+def test_plan_example_multiwave_is_orchestrated(example):
+    proc = agentrun("plan", ".specflow/specs/SPEC-002.md", "--json", cwd=example)
+    assert proc.returncode == 0, proc.stderr
+    plan = json_of(proc)["plan"]
+    assert plan["mode"] == "orchestrated"
+    assert len(plan["waves"]) == 3
+    assert len(plan["waves"][0]["groups"]) >= 2
+    assert all(len(b["groups"]) <= 3 for w in plan["waves"] for b in w["batches"])
+
+
+def test_plan_human_output_names_mode_and_waves(example):
+    proc = agentrun("plan", "SPEC-002", cwd=example)
+    assert proc.returncode == 0, proc.stderr
+    assert "orchestrated" in proc.stdout and "Parallelization" in proc.stdout
+
+
+def test_plan_without_spec_uses_active_spec(example):
+    proc = agentrun("plan", "--json", cwd=example)
+    assert proc.returncode == 0, proc.stderr
+    active = json_of(proc)["spec"]["id"]
+    assert active in (p.stem for p in (example / ".specflow/specs").glob("*.md"))
+
+
+def test_plan_without_spec_and_no_active_spec_is_clear(tmp_path):
+    (tmp_path / ".specflow").mkdir()
+    (tmp_path / ".specflow/STATE.md").write_text("# State\n\n## Current Position\n\n"
+                                                 "- **Active Specification:** none\n")
+    proc = agentrun("plan", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "names no active specification" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_mode_override(example):
+    proc = agentrun("plan", "SPEC-002", "--mode", "single", "--json", cwd=example)
+    plan = json_of(proc)["plan"]
+    assert plan["mode"] == "single" and plan["detected_mode"] == "orchestrated"
+    bad = agentrun("plan", "SPEC-002", "--mode", "parallel", cwd=example)
+    assert bad.returncode == 2 and "--mode" in bad.stderr
+
+
+CYCLE_SPEC = """---
+id: SPEC-7
+status: draft
+---
+# SPEC-7: cycle
+
+## Task
+
+Do it.
+
+## Acceptance Criteria
+
+- [ ] works
+
+## Implementation Tasks
+
+| Group | Tasks | Dependencies |
+|-------|-------|--------------|
+| G1 | a | — |
+| G2 | b | G4 |
+| G3 | c | G2 |
+| G4 | d | G3 |
+"""
+
+
+def test_cycle_prints_the_chain(tmp_path):
+    spec = tmp_path / "SPEC-7.md"
+    spec.write_text(CYCLE_SPEC)
+    proc = agentrun("plan", str(spec), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "G2 -> G4 -> G3 -> G2" in proc.stderr and "Traceback" not in proc.stderr
+    audit = agentrun("audit", str(spec), "--static", "--json", cwd=tmp_path)
+    assert audit.returncode == 1
+    findings = json_of(audit)["findings"]
+    assert any(f["severity"] == "critical" and "G2 -> G4 -> G3 -> G2" in f["message"]
+               for f in findings)
+
+
+def test_unknown_group_names_the_referrer(tmp_path):
+    spec = tmp_path / "SPEC-8.md"
+    spec.write_text(CYCLE_SPEC.replace("| G2 | b | G4 |", "| G2 | b | G9 |"))
+    proc = agentrun("plan", str(spec), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "G2" in proc.stderr and "G9" in proc.stderr
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: p.write_bytes(b"\x00\x01\x02binary\x00"), "binary"),
+    (lambda p: p.write_bytes("caf\xe9 au lait".encode("latin-1")), "UTF-8"),
+    (lambda p: p.mkdir(), "directory"),
+    (lambda p: None, "not found"),
+])
+def test_unreadable_specs_exit_2_with_a_message(tmp_path, make, words):
+    target = tmp_path / "SPEC-1.md"
+    make(target)
+    for command in (("plan",), ("audit", "--static")):
+        proc = agentrun(*command, str(target), cwd=tmp_path)
+        assert proc.returncode == 2, (command, proc.stderr)
+        assert words.lower() in proc.stderr.lower()
+        assert "Traceback" not in proc.stderr
+
+
+def test_json_error_document(tmp_path):
+    proc = agentrun("plan", str(tmp_path / "nope.md"), "--json", cwd=tmp_path)
+    assert proc.returncode == 2
+    doc = json_of(proc)
+    assert doc["ok"] is False and doc["error"]["exit_code"] == 2
+
+
+def test_audit_static_example_specs_pass(example):
+    proc = agentrun("audit", "--static", "--json", cwd=example)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json_of(proc)
+    assert doc["summary"]["total"] >= 2 and doc["summary"]["critical"] == 0
+
+
+def test_audit_all_reports_invalid_and_critical(example):
+    specs = example / ".specflow/specs"
+    (specs / "SPEC-900.md").write_text(CYCLE_SPEC.replace("SPEC-7", "SPEC-900"))
+    proc = agentrun("audit", "--static", "--json", cwd=example)
+    assert proc.returncode == 1
+    (specs / "SPEC-901.md").write_bytes(b"\xff\xfe\x00")
+    proc = agentrun("audit", "--static", cwd=example)
+    assert proc.returncode == 2
+    assert "INVALID" in proc.stdout and "SPEC-900" in proc.stdout
+
+
+def test_audit_without_static_says_what_to_do(example):
+    proc = agentrun("audit", "SPEC-001", cwd=example)
+    assert proc.returncode in (2, 3)
+    assert "--static" in proc.stderr
+
+
+def test_audit_static_scope_check_needs_decomposition(tmp_path):
+    files = "\n".join(f"- `src/m{i}.py`" for i in range(7))
+    spec = tmp_path / "SPEC-5.md"
+    spec.write_text(f"---\nid: SPEC-5\nstatus: draft\n---\n# SPEC-5\n\n## Context\n\nx\n\n"
+                    f"## Task\n\ny\n\n## Requirements\n\n### Files to Create\n\n{files}\n\n"
+                    "## Acceptance Criteria\n\n- [ ] ok\n")
+    proc = agentrun("audit", str(spec), "--static", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json_of(proc)
+    assert doc["verdict"] == "NEEDS_DECOMPOSITION"
+    assert any(f["code"] == "needs-decomposition" for f in doc["findings"])
+
+
+def test_init_scaffolds_without_overwriting(tmp_path):
+    (tmp_path / ".gitignore").write_text("node_modules/")
+    proc = agentrun("init", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    created = set(json_of(proc)["created"])
+    assert {".specflow/PROJECT.md", ".specflow/STATE.md", ".specflow/config.yaml",
+            ".specflow/specs"} <= created
+    assert (tmp_path / ".gitignore").read_text() == "node_modules/\n.specflow/runs/\n"
+    (tmp_path / ".specflow/PROJECT.md").write_text("mine")
+    again = agentrun("init", "--json", cwd=tmp_path)
+    assert json_of(again)["created"] == []
+    assert (tmp_path / ".specflow/PROJECT.md").read_text() == "mine"
+    assert (tmp_path / ".gitignore").read_text().count(".specflow/runs/") == 1
+
+
+@pytest.mark.parametrize("args", [["--help"], ["plan", "SPEC-002", "--json"],
+                                  ["audit", "--static", "--json"], ["init", "--json"],
+                                  ["status", "--json"]])
+def test_light_commands_do_not_import_model_sdks(example, args):
+    code = ("import sys, runpy\n"
+            f"sys.argv = ['agentrun', *{args!r}]\n"
+            "try:\n"
+            "    runpy.run_module('agentrun', run_name='__main__')\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "bad = [m for m in ('anthropic', 'openai') if m in sys.modules]\n"
+            "sys.stderr.write('SDKS=' + ','.join(bad))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=example, capture_output=True,
+                          text=True, timeout=60)
+    assert "SDKS=" in proc.stderr, proc.stderr
+    assert proc.stderr.rsplit("SDKS=", 1)[1].strip() == ""
