@@ -382,7 +382,7 @@ class Orchestrator:
         """The worker's result file, or a failed result saying why there is none."""
         ids_path = proc.assignment_path
         assignment = Assignment.read(ids_path)
-        ids = [g.id for g in assignment.groups]
+        ids = [g.id for g in assignment.groups] or [assignment.batch]
         if proc.stop_reason == "timeout":
             return WorkerResult(group=ids[0], groups=ids, status="failed",
                                 stop_reason="timeout", batch=assignment.batch,
@@ -427,7 +427,7 @@ class Orchestrator:
     # ------------------------------------------------------------------ verification
     def _collect(self, assignment: Assignment, result: WorkerResult) -> WorkerResult:
         """Check a result against the assignment and git, then record it per group."""
-        ids = [g.id for g in assignment.groups]
+        ids = [g.id for g in assignment.groups] or [assignment.batch]
         deviations = list(result.deviations)
         if sorted(result.groups) != sorted(ids):
             deviations.append(f"result names groups {result.groups}, assignment was {ids}")

@@ -90,8 +90,8 @@ def make_provider(assignment: Assignment):
 
 
 def _base_result(a: Assignment, **fields: Any) -> WorkerResult:
-    ids = [g.id for g in a.groups]
-    return WorkerResult(group=ids[0] if ids else a.batch, groups=ids, batch=a.batch,
+    ids = [g.id for g in a.groups] or [a.batch]  # a spec without groups is one unit of work
+    return WorkerResult(group=ids[0], groups=ids, batch=a.batch,
                         branch=a.branch, worktree=a.worktree, **fields)
 
 

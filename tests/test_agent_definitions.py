@@ -169,3 +169,23 @@ def test_project_prompt_override_and_strict_undefined(tmp_path):
     with pytest.raises(BadInput) as missing:
         render("nonexistent", {})
     assert "retry" in missing.value.hint
+
+
+def test_worker_assignment_renders_the_protocol_assignment():
+    from agentrun.protocol import Assignment
+
+    assignment = Assignment.model_validate({
+        "run_id": "r1", "spec_id": "SPEC-9", "spec_path": "s.md", "spec_title": "Cache",
+        "batch": "b1", "worktree": "/w", "branch": "agentrun/r1/b1", "base_commit": "abc",
+        "groups": [{"id": "G3", "title": "Store", "tasks": ["Write `cache.py`"],
+                    "dependencies": ["G1"], "files": ["cache.py"]}],
+        "sections": {"context": "Slow reads.", "requirements": "An LRU cache.",
+                     "constraints": "stdlib only"},
+        "acceptance_criteria": ["Hits are fast"], "project_md": "Python 3.11",
+        "provider": {"provider": "scripted", "model": "scripted"}, "result_path": "r.json",
+        "validation_command": "pytest -q"})
+    text = render_worker_assignment(assignment.model_dump())
+    for part in ("SPEC-9 — Cache", "### G3: Store", "Slow reads.", "An LRU cache.",
+                 "stdlib only", "- [ ] Hits are fast", "Python 3.11", "`pytest -q`",
+                 "agentrun/r1/b1"):
+        assert part in text, part

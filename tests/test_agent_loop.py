@@ -224,15 +224,14 @@ def test_stop_max_steps_partial_when_files_changed(tmp_path):
 def test_stop_timeout_uses_the_wall_clock(tmp_path):
     now = [0.0]
 
-    class SlowClock(RecordingProvider):
-        def complete(self, request):
-            now[0] += 100.0  # each model call takes 100 s of (fake) wall clock
-            return super().complete(request)
+    def each_step_takes_100s(event):
+        if event["type"] == "step":
+            now[0] += 100.0
 
     repo = make_repo(tmp_path)
-    provider = SlowClock([turn(call("list_files", pattern=f"*{i}")) for i in range(10)])
+    provider = RecordingProvider([turn(call("list_files", pattern=f"*{i}")) for i in range(10)])
     outcome = run_agent(make_task(repo, max_duration_s=250.0), provider,
-                        clock=lambda: now[0], sleep=no_sleep())
+                        clock=lambda: now[0], sleep=no_sleep(), on_event=each_step_takes_100s)
     assert outcome.stop_reason == "timeout"
     assert outcome.steps == 3
     assert "ran out of time" in outcome.error
@@ -242,17 +241,20 @@ def test_stop_interrupted_by_cancel_during_a_slow_model_call(tmp_path):
     import time
 
     cancel = threading.Event()
-    script = [turn(call("list_files")), {"text": "slow", "latency_s": 5}]
-    timer = threading.Timer(0.2, cancel.set)
-    timer.start()
+
+    class CancelWhileWaiting(RecordingProvider):
+        def complete(self, request):
+            if len(self.requests) == 1:  # the second call: cancel while it is being answered
+                threading.Timer(0.1, cancel.set).start()
+            return super().complete(request)
+
+    repo = make_repo(tmp_path)
+    provider = CancelWhileWaiting([turn(call("list_files")), {"text": "slow", "latency_s": 5}])
     started = time.monotonic()
-    try:
-        outcome, *_ = run(tmp_path, script, cancel=cancel)
-    finally:
-        timer.cancel()
+    outcome = run_agent(make_task(repo), provider, cancel=cancel, sleep=no_sleep())
     assert outcome.stop_reason == "interrupted"
     assert time.monotonic() - started < 2.0  # did not wait for the 5 s reply
-    assert outcome.steps == 1
+    assert outcome.steps == 1 and len(provider.requests) == 2
 
 
 def test_cancel_is_checked_before_every_tool_call(tmp_path):
@@ -336,3 +338,22 @@ def test_a_broken_progress_display_does_not_stop_the_agent(tmp_path):
     outcome, _, transcript, _ = run(tmp_path, [turn(submit())], on_event=broken)
     assert outcome.status == "complete"
     assert events(transcript, "on_event_error")
+
+
+def test_commands_cannot_outlive_the_deadline(tmp_path):
+    now = [0.0]
+
+    class LateClock(RecordingProvider):
+        def complete(self, request):
+            now[0] = 599.6  # 0.4 s of the 600 s limit left when the command starts
+            return super().complete(request)
+
+    repo = make_repo(tmp_path)
+    provider = LateClock([turn(call("run_command", command="sleep 5", timeout_s=300))])
+    transcript = Transcript(None)
+    outcome = run_agent(make_task(repo, max_duration_s=600.0), provider, transcript=transcript,
+                        clock=lambda: now[0], sleep=no_sleep())
+    result = events(transcript, "tool_result")[0]
+    assert result["error_kind"] == "timeout"
+    assert "timed out after 0.5s" in result["content"]
+    assert outcome.stop_reason == "completed"

@@ -195,3 +195,18 @@ def test_validation_is_skipped_when_nothing_claims_success(tmp_path):
                                  validation_command="false")
     assert outcome.status == "partial" and events(transcript, "validation") == []
     run_git(repo, "status")  # the repository is intact
+
+
+def test_without_a_snapshot_there_is_no_retry_on_a_dirty_tree(tmp_path):
+    plain = tmp_path / "not-a-repo"
+    plain.mkdir()
+    script = [turn(call("write_file", path="a.txt", content="a")),
+              turn(submit("failed", "no", error="broke")), turn(submit())]
+    provider = RecordingProvider(script)
+    transcript = Transcript(None)
+    outcome = run_agent(make_task(plain, retry_on_failure=True), provider,
+                        transcript=transcript, sleep=no_sleep())
+    assert outcome.attempts == 1 and outcome.status == "failed"
+    assert "cannot roll back" in outcome.error
+    assert events(transcript, "snapshot_failed")
+    assert (plain / "a.txt").read_text() == "a"

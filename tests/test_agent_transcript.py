@@ -26,6 +26,7 @@ def test_secrets_from_the_environment_and_key_patterns_are_redacted(tmp_path, mo
     outcome = run_agent(make_task(repo), RecordingProvider(script),
                         transcript=Transcript(path))
     assert outcome.status == "complete"
+    assert outcome.summary == f"configured with {REDACTED}"  # results are files too
     raw = path.read_text()
     assert SECRET not in raw
     assert SK not in raw and "sk-ant-api03" not in raw

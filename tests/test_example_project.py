@@ -20,8 +20,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from agentrun.audit.static import static_audit
+from agentrun.plan import build_plan
 from agentrun.providers.base import Request
 from agentrun.providers.scripted import ScriptedProvider
+from agentrun.spec import load_spec
 
 EXAMPLE = Path(__file__).resolve().parents[1] / ".specflow-example"
 SPECS = EXAMPLE / ".specflow" / "specs"
@@ -233,7 +236,9 @@ def test_example_has_specflow_files():
     assert "python -m pytest -q" in (flow / "PROJECT.md").read_text(encoding="utf-8")
     config = yaml.safe_load((flow / "config.yaml").read_text(encoding="utf-8"))
     assert config["validation_command"] == "python -m pytest -q"
-    assert {"provider", "model", "max_parallel", "token_budget", "timeouts"} <= set(config)
+    assert {"provider", "model", "max_parallel", "token_budget", "worker_timeout_s",
+            "timeout_s"} <= set(config)
+    assert config["max_parallel"] >= 3, "wave 1 of SPEC-002 runs three groups at once"
     ignored = (EXAMPLE / ".gitignore").read_text(encoding="utf-8").splitlines()
     assert ".specflow/runs/" in ignored and "__pycache__/" in ignored
 
@@ -265,6 +270,22 @@ def test_spec_002_has_three_waves_with_parallelism():
             assert groups[gid]["wave"] == n, f"{gid}: declared wave differs from computed"
         declared = [f for gid in wave for f in groups[gid]["files"]]
         assert len(declared) == len(set(declared)), f"wave {n}: groups declare the same file"
+
+
+def test_agentrun_reads_the_specs_as_intended():
+    """The real parser, planner and static audit agree with the table read above."""
+    spec_002 = load_spec(SPECS / "SPEC-002.md")
+    plan = build_plan(spec_002)
+    assert plan.mode == "orchestrated"
+    assert plan.layers == _waves(_task_groups())
+    assert [w.groups for w in plan.waves] == plan.layers  # no file overlap splits a wave
+    assert {g.id: sorted(g.files) for g in spec_002.groups} == {
+        gid: sorted(info["files"]) for gid, info in _task_groups().items()}
+    assert build_plan(load_spec(SPECS / "SPEC-001.md")).mode == "single"
+    for name in ("SPEC-001.md", "SPEC-002.md"):
+        audit = static_audit(load_spec(SPECS / name))
+        assert audit.verdict == "PASSED", [f.message for f in audit.findings]
+        assert not audit.findings, [f.message for f in audit.findings]
 
 
 # -- the demo script ----------------------------------------------------------------------------
@@ -345,7 +366,7 @@ def test_scripted_provider_replays_the_demo_script():
     provider = ScriptedProvider.from_file(SCRIPT)
     script = _script()
     for agent, group, expected in (("spec-executor", "", script["agents"]["spec-executor"][0]),
-                                   ("worker", "G4", script["groups"]["G4"][0])):
+                                   ("spec-executor-worker", "G4", script["groups"]["G4"][0])):
         turn = provider.complete(Request(system="", messages=[], agent=agent, group=group))
         assert [c.name for c in turn.tool_calls] == [c["name"] for c in expected["tool_calls"]]
         assert turn.usage.to_dict() == expected["usage"]

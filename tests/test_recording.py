@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 import threading
 
 import pytest
 import yaml
 from fake_model_server import Error, Reply
 
+from agentrun.errors import BadInput
 from agentrun.providers.base import Message, Request, Turn
 from agentrun.providers.errors import ProviderError, RateLimited, ServerError
-from agentrun.providers.recording import RecordingProvider, script_key
+from agentrun.providers.recording import RecordingProvider, reset_recording, script_key
 from agentrun.providers.registry import ProviderConfig, create_provider
 from agentrun.providers.scripted import ScriptedProvider
 
@@ -94,7 +98,53 @@ def test_file_is_written_after_every_call_and_atomically(tmp_path):
     assert json.loads(path.read_text())["default"][0]["text"] == "a"
     rec.complete(Request(system="", messages=[]))
     assert [t["text"] for t in json.loads(path.read_text())["default"]] == ["a", "b"]
-    assert [p.name for p in tmp_path.iterdir()] == ["rec.json"]  # no temp files left
+    # no temp files left; only the lock sidecar that recording processes share
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".rec.json.lock", "rec.json"]
+
+
+def test_worker_processes_recording_into_one_file_keep_every_turn(tmp_path):
+    path = tmp_path / "shared.yaml"
+    code = textwrap.dedent("""
+        import sys
+        from agentrun.providers.base import Request
+        from agentrun.providers.recording import RecordingProvider
+        from agentrun.providers.scripted import ScriptedProvider
+        group = sys.argv[1]
+        script = {"groups": {group: [{"text": f"{group}-{i}"} for i in range(25)]}}
+        rec = RecordingProvider(ScriptedProvider(script), sys.argv[2])
+        for _ in range(25):
+            rec.complete(Request(system="", messages=[], group=group))
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", code, g, str(path)],
+                              stderr=subprocess.PIPE, text=True) for g in ("G1", "G2", "G3")]
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    data = yaml.safe_load(path.read_text())
+    for g in ("G1", "G2", "G3"):
+        assert [t["text"] for t in data["groups"][g]] == [f"{g}-{i}" for i in range(25)]
+
+
+def test_later_recorders_append_until_reset(tmp_path):
+    path = tmp_path / "rec.yaml"
+    RecordingProvider(ScriptedProvider([{"text": "one"}]), path).complete(Request("", []))
+    RecordingProvider(ScriptedProvider([{"text": "two"}]), path).complete(Request("", []))
+    assert [t["text"] for t in yaml.safe_load(path.read_text())["default"]] == ["one", "two"]
+    reset_recording(path)
+    assert not path.exists()
+    reset_recording(path)  # nothing to remove is fine
+    RecordingProvider(ScriptedProvider([{"text": "three"}]), path).complete(Request("", []))
+    assert [t["text"] for t in yaml.safe_load(path.read_text())["default"]] == ["three"]
+
+
+def test_recording_into_a_file_that_is_not_a_script_is_bad_input(tmp_path):
+    path = tmp_path / "notes.yaml"
+    path.write_text("just: [unclosed\n")
+    rec = RecordingProvider(ScriptedProvider([{"text": "x"}]), path)
+    with pytest.raises(BadInput) as info:
+        rec.complete(Request("", []))
+    assert str(path) in info.value.message and "--record" in info.value.hint
+    assert path.read_text() == "just: [unclosed\n"  # left as it was
 
 
 def test_concurrent_recording_keeps_every_turn(tmp_path):

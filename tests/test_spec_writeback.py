@@ -13,7 +13,6 @@ from agentrun.spec.writeback import (
     next_audit_version,
     set_frontmatter_value,
     upsert_section,
-    upsert_section as _upsert,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "specs"
@@ -195,7 +194,7 @@ def test_upsert_crlf():
 def test_upsert_twice_is_stable():
     text = STYLES["leading"]
     once = upsert_section(text, "Execution Summary", "run 1")
-    twice = _upsert(once, "Execution Summary", "run 2")
+    twice = upsert_section(once, "Execution Summary", "run 2")
     assert twice == once.replace("run 1", "run 2")
 
 
@@ -247,7 +246,8 @@ def test_append_ignores_fenced_headings_in_the_section():
 def test_append_crlf_without_trailing_newline():
     text = "# T\r\n\r\n## Audit History\r\n\r\n### Audit v1\r\nok"
     out = append_to_section(text, "Audit History", "### Audit v2\nfine\n")
-    assert out == "# T\r\n\r\n## Audit History\r\n\r\n### Audit v1\r\nok\r\n\r\n### Audit v2\r\nfine"
+    assert out == ("# T\r\n\r\n## Audit History\r\n\r\n### Audit v1\r\nok\r\n\r\n"
+                   "### Audit v2\r\nfine")
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -17,7 +17,7 @@ from agentrun.agent.prompts import render
 from agentrun.errors import BadInput
 
 if TYPE_CHECKING:
-    from agentrun.agent.loop import AttemptResult
+    from agentrun.agent.conversation import AttemptResult
     from agentrun.agent.runtime import Runtime
 
 SUBMIT_STATUSES = ("complete", "partial", "failed", "blocked")

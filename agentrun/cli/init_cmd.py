@@ -56,13 +56,15 @@ STATE_MD = """# SpecFlow State
 
 CONFIG_YAML = """# agentrun settings. Flags win over environment variables, then this file.
 # provider: anthropic          # anthropic | openai | scripted
-# model: claude-sonnet-4-5
+# model: claude-sonnet-4-6
 # base_url: http://localhost:11434/v1   # any OpenAI-compatible server (Ollama, vLLM, ...)
 # validation_command: python -m pytest -q
 # max_parallel: 4
 # token_budget: 100000
 # worker_timeout_s: 1800
 # on_failure: continue         # continue | abort
+# retries: 3                  # fresh attempts after a failed one (per worker)
+# max_retries: 2               # model SDK retries on 429/5xx
 """
 
 GITIGNORE_ENTRY = ".specflow/runs/"

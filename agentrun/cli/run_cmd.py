@@ -44,7 +44,9 @@ def run(
     token_budget: int | None = typer.Option(None, "--token-budget", min=1000),
     worker_timeout: float | None = typer.Option(None, "--worker-timeout", min=1,
                                                 help="Seconds before a worker is killed."),
-    max_retries: int | None = typer.Option(None, "--max-retries", min=0),
+    max_retries: int | None = typer.Option(
+        None, "--max-retries", min=0,
+        help="Fresh attempts after a failed one (config: retries; default 3)."),
     validation_command: str | None = typer.Option(
         None, "--validate", help="Command that must pass before work counts as done."),
     sequential: bool = typer.Option(False, "--in-process",
@@ -95,11 +97,15 @@ def execute(spec_arg: str | None, out, **opts: Any) -> int:
         token_budget=opts["token_budget"] or config.get("token_budget", 100_000),
         timeout_s=opts["worker_timeout"] or config.get("worker_timeout_s", 1800.0),
         max_retries=opts["max_retries"] if opts["max_retries"] is not None
-        else config.get("max_retries", 3))
+        else config.get("retries", 3))
     settings = ProviderSettings(provider=cfg.provider, model=cfg.model, base_url=cfg.base_url,
                                 max_retries=cfg.max_retries, timeout_s=cfg.timeout_s,
                                 script=str(Path(cfg.script).resolve()) if cfg.script else None,
                                 record=str(opts["record"].resolve()) if opts["record"] else None)
+    if opts["record"]:
+        from agentrun.providers.recording import reset_recording
+
+        reset_recording(opts["record"])
     summary_console = out.stderr if out.mode == "json" else out.stdout
     plan_summary(spec, plan, summary_console)
     summary_console.print(f"Model: {cfg.provider}/{cfg.model} ({cfg.source}) · token budget "

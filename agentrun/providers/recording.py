@@ -4,15 +4,23 @@ Each reply is appended as a turn under `groups[<first group id>]` when the reque
 else `agents[<agent>]`, else `default`, with its tool call ids, usage and stop reason. Provider
 errors are recorded as `fault` turns and re-raised. The file (YAML, or JSON for a `.json` path)
 is rewritten atomically after every call, so an interrupted run leaves a usable script.
+
+Several worker processes may record into one file: each append re-reads the file and writes it
+back under an exclusive lock, so no process overwrites another's turns. Appends go to whatever
+the file already holds; call `reset_recording(path)` once to start a new session.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from agentrun.errors import BadInput
 from agentrun.fsutil import atomic_write_text
 from agentrun.providers.base import Provider, Request, Turn
 from agentrun.providers.errors import (
@@ -60,18 +68,27 @@ class RecordingProvider:
 
     @property
     def script(self) -> dict[str, Any]:
-        """A copy of what has been recorded so far."""
+        """A copy of the script as this provider last wrote it (all processes' turns)."""
         with self._lock:
             return json.loads(json.dumps(self._script))
 
     def _append(self, request: Request, entry: dict[str, Any]) -> None:
         section, key = script_key(request)
-        with self._lock:
+        with self._lock, _file_lock(self.path):
+            script = _load(self.path)
             if section == "default":
-                self._script.setdefault("default", []).append(entry)
+                script.setdefault("default", []).append(entry)
             else:
-                self._script.setdefault(section, {}).setdefault(key, []).append(entry)
-            atomic_write_text(self.path, _dump(self._script, self.path))
+                script.setdefault(section, {}).setdefault(key, []).append(entry)
+            atomic_write_text(self.path, _dump(script, self.path))
+            self._script = script
+
+
+def reset_recording(path: Path | str) -> None:
+    """Start a new recording at `path` (removes what an earlier session left there)."""
+    path = Path(path)
+    with _file_lock(path):
+        path.unlink(missing_ok=True)
 
 
 def script_key(request: Request) -> tuple[str, str]:
@@ -100,6 +117,55 @@ def turn_to_script(turn: Turn) -> dict[str, Any]:
     entry["stop_reason"] = turn.stop_reason
     entry["usage"] = turn.usage.to_dict()
     return entry
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock shared by every process recording to `path` (a hidden sidecar file;
+    the recording itself is replaced by rename on each write, so it cannot carry the lock)."""
+    try:
+        import fcntl
+    except ImportError:  # no flock on this platform: one process at a time is all we can do
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _load(path: Path) -> dict[str, Any]:
+    """The script recorded so far (empty when the file does not exist yet)."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    import yaml
+
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(raw) if raw.strip() else None
+        else:
+            data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (ValueError, yaml.YAMLError) as exc:
+        raise _not_a_recording(path, exc) from None
+    if data is None:
+        return {}
+    if isinstance(data, list):
+        return {"default": data}
+    if not isinstance(data, dict):
+        raise _not_a_recording(path, "not a mapping")
+    return data
+
+
+def _not_a_recording(path: Path, why: object) -> BadInput:
+    return BadInput(f"cannot record into {path}: it holds something that is not a script "
+                    f"({' '.join(str(why).split())[:200]})",
+                    "Choose a new --record path, or delete the file.")
 
 
 def _dump(script: dict[str, Any], path: Path) -> str:

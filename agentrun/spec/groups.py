@@ -21,6 +21,7 @@ from agentrun.spec.markdown import (
     split_lines_of,
     split_semicolons,
 )
+from agentrun.spec.model import TaskGroup
 from agentrun.spec.refs import (
     dependency_refs,
     first_int,
@@ -30,7 +31,6 @@ from agentrun.spec.refs import (
     unique,
     wave_refs,
 )
-from agentrun.spec.model import TaskGroup
 
 IMPL_TITLES = ("implementation tasks", "implementation plan", "task groups")
 PLAN_TITLES = ("execution plan", "wave plan", "execution waves", "waves")

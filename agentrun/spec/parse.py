@@ -65,7 +65,8 @@ def parse_spec(text: str, path: Path | str = "<spec>") -> Spec:
     shown = str(path)
     if not text.strip().lstrip("\ufeff").strip():
         raise SpecError(f"spec is empty: {shown}",
-                        "write the spec (frontmatter, ## Context, ## Task, ...) or pass another file",
+                        "write the spec (frontmatter, ## Context, ## Task, ...) or pass another "
+                        "file",
                         path=shown)
     doc = Doc(text)
     block = frontmatter.locate(text, doc, shown)

@@ -19,7 +19,7 @@ _NONE_WORDS = {"", "-", "--", "---", "—", "–", "none", "n/a", "na", "nothing
                "independent", "no dependencies", "no deps", "(none)"}
 _PARENS = re.compile(r"\([^()]*\)")
 
-_EXTS = frozenset("""
+_EXT_WORDS = """
 py pyi pyx md mdx txt rst adoc json jsonl json5 yaml yml toml ini cfg conf env lock ts tsx js
 jsx mjs cjs css scss sass less html htm vue svelte astro rs go mod sum java kt kts scala groovy
 cs fs vb c h cc cpp cxx hpp hh hxx m mm swift rb erb php pl pm sh bash zsh fish ps1 bat cmd sql
@@ -27,7 +27,8 @@ graphql gql proto xml xsd csv tsv ipynb tf tfvars hcl gradle properties lua r da
 hrl hs ml mli clj cljs edn elm zig nim jl sol cmake mk mak svg png jpg jpeg gif webp ico pdf
 j2 jinja jinja2 tpl tmpl hbs mustache liquid ejs pug twig sqlite db pem crt key pub patch diff
 log out snap http feature spec nix dockerfile gitignore editorconfig plist xcconfig
-""".split())
+"""
+_EXTS = frozenset(_EXT_WORDS.split())
 _NAMES = frozenset({"Makefile", "Dockerfile", "Containerfile", "Procfile", "Gemfile",
                     "Rakefile", "Justfile", "Vagrantfile", "Jenkinsfile", "README", "LICENSE",
                     "CHANGELOG", "CODEOWNERS", "Brewfile", "Pipfile"})

@@ -8,7 +8,6 @@ fence is never taken for the end of a section.
 
 from __future__ import annotations
 
-import json
 import re
 
 import yaml
@@ -20,6 +19,10 @@ from agentrun.spec.markdown import Doc, Heading, norm_title, plain, split_lines
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 _KEY_NAME = re.compile(r"^[A-Za-z_][\w.-]*$")
 _AUDIT = re.compile(r"\baudit\s+v(\d{1,6})(?!\d)", re.I)
+# what YAML's reader refuses, plus characters it reads as line breaks or a byte-order mark
+_YAML_UNSAFE = re.compile("[^\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+                          "|[\u2028\u2029\ufeff]")
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _COMMENT = re.compile(r"\s+#.*$")
 _PLAIN_UNSAFE = re.compile(r"^[\s\[\]{}&*!|>'\"%@`,?#-]|:\s|\s#|:$|[\r\n\t]|\s$")
 
@@ -111,16 +114,28 @@ def _scalar(value: str, old: str) -> str:
     quote = old.strip()[:1]
     if quote not in ("'", '"') and _plain_ok(value):
         return value
-    if quote == "'" and "\n" not in value and "\r" not in value:
+    if quote == "'" and not _YAML_UNSAFE.search(value):
         return "'" + value.replace("'", "''") + "'"
-    escaped = json.dumps(value, ensure_ascii=False)
-    for ch in ("\u2028", "\u2029", "\x85"):
-        escaped = escaped.replace(ch, f"\\u{ord(ch):04x}")
-    return escaped
+    return _double_quoted(value)
+
+
+def _double_quoted(value: str) -> str:
+    """A YAML double-quoted scalar; characters YAML forbids or reads as breaks are escaped."""
+    out = ['"']
+    for ch in value:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif _YAML_UNSAFE.match(ch):
+            code = ord(ch)
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
 
 
 def _plain_ok(value: str) -> bool:
-    if not value or _PLAIN_UNSAFE.search(value):
+    if not value or _PLAIN_UNSAFE.search(value) or _YAML_UNSAFE.search(value):
         return False
     try:
         return yaml.safe_load(value) == value
@@ -185,10 +200,8 @@ def _splice(text: str, title: str, new: list[str], replace: bool) -> str:
     heading, content_end, end = found
     start = heading.body_line if replace else content_end
     piece = [eol, *new] if new else []
-    if content_end < end:
-        separate = bool(lines[content_end].strip())  # a `---` right after the content
-    else:
-        separate = end < len(lines)  # the next heading right after the content
+    # a `---` right after the content, or the next heading right after it
+    separate = bool(lines[content_end].strip()) if content_end < end else end < len(lines)
     if piece and separate:
         piece.append(eol)  # keep a blank line before the next heading or `---`
     if piece and end == len(lines) and content_end == end and not _ends_with_newline(text):

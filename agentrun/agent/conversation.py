@@ -1,0 +1,403 @@
+"""One conversation: react -> validate -> reflect -> backtrack, until the terminator stops it.
+
+`Conversation.run` is one fresh context (an attempt of the retry loop, or a sub-agent): call
+the model, run its tool calls (each gets exactly one result), classify what went wrong, force a
+reflection or clean a failed approach out of the context, and let the terminator decide when
+to stop. Policies live in their own modules; this file only wires them in order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agentrun.agent.breakers import CircuitBreaker
+from agentrun.agent.budget import WARN_AT
+from agentrun.agent.classifier import (
+    OK,
+    Decision,
+    ErrorClassifier,
+    Verdict,
+    classify_provider_error,
+)
+from agentrun.agent.context import clean_context
+from agentrun.agent.definitions import AgentDefinition
+from agentrun.agent.modelcall import Stopped, call_model
+from agentrun.agent.prompts import render
+from agentrun.agent.retry import Validation
+from agentrun.agent.runtime import Runtime
+from agentrun.agent.subagent import ALWAYS_TOOLS, LoopHooks, Submission
+from agentrun.agent.transcript import truncate
+from agentrun.errors import Interrupted
+from agentrun.providers.base import Message, Request, ToolCall, Turn
+from agentrun.providers.errors import ProviderError
+from agentrun.tools.base import INVALID_ARGUMENTS, ToolContext, ToolResult
+
+WRITE_TOOLS = frozenset({"write_file", "edit_file", "run_command", "spawn_subagent"})
+
+
+@dataclass
+class AttemptResult:
+    """How one conversation ended."""
+
+    stop_reason: str
+    status: str
+    summary: str
+    error: str | None = None
+    submission: Submission | None = None
+    steps: int = 0
+    escalated: bool = False
+    last_thought: str = ""
+    last_action: str = ""
+    observation: str = ""
+    validation: Validation | None = None
+    snapshot: Any = None  # agentrun.agent.snapshots.Snapshot, taken before the first write
+    wrote: bool = False  # a write tool was called
+
+
+def tool_names_for(agent: AgentDefinition, depth: int = 0) -> list[str]:
+    """The agent's tools plus the two every agent has; no `spawn_subagent` below the top."""
+    from agentrun.tools.registry import ALL_TOOLS
+
+    names = list(agent.tools) if agent.tools else list(ALL_TOOLS)
+    names += [t for t in ALWAYS_TOOLS if t not in names]
+    return [t for t in names if not (depth >= 1 and t == "spawn_subagent")]
+
+
+class Conversation:
+    """One fresh context: a task, a toolset, and the react-validate-reflect-backtrack loop."""
+
+    def __init__(self, rt: Runtime, agent: AgentDefinition, task_text: str,
+                 tool_names: list[str], *, max_steps: int, depth: int = 0, attempt: int = 1,
+                 before_write: Callable[[], None] | None = None) -> None:
+        from agentrun.tools.registry import Toolset
+
+        self.rt, self.agent, self.max_steps, self.depth = rt, agent, max_steps, depth
+        self.where = {"agent": agent.name, "depth": depth, "attempt": attempt}
+        self.before_write = before_write
+        self.hooks = LoopHooks(rt, agent, tool_names, depth, self._run_child)
+        self.tools = Toolset(ToolContext(root=rt.worktree, policy=rt.policy, hooks=self.hooks),
+                             tool_names)
+        self.specs = self.tools.specs()
+        self.messages: list[Message] = [Message(role="user", content=task_text)]
+        limits = rt.limits
+        self.breaker = CircuitBreaker(limits.reflection_after_errors, limits.max_backtracks)
+        self.classifier = ErrorClassifier(self.breaker, limits.stuck_repeats,
+                                          limits.denials_before_escalation)
+        self.steps = 0
+        self.failed_ids: list[str] = []  # failed calls since the last success
+        self.recent_errors: list[dict[str, str]] = []
+        self.reflection: list[Message] = []  # the forced reflection exchange
+        self.reflection_text = ""
+        self.reflecting = False
+        self.warned: set[int] = set()
+        self.confirmed_at = 0
+        self.actions: list[str] = []  # what was done, for a graceful summary
+        self.wrote = False
+        self.last_thought = self.last_action = self.observation = ""
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self) -> AttemptResult:
+        while True:
+            reason = self.rt.terminator.check(self.steps, self.breaker.failed_steps,
+                                              self.breaker.backtracks, self.max_steps)
+            if reason is None and not self.confirm_long_task():
+                reason = "interrupted"
+            if reason:
+                return self.stop(reason)
+            self.warn_budget()
+            turn = self.react()
+            if isinstance(turn, AttemptResult):
+                return turn
+            if self.reflecting:
+                self.reflected(turn)
+                continue
+            if not turn.tool_calls:
+                if turn.stop_reason == "max_tokens":
+                    self.messages += [turn.as_message(), Message(role="user", content=(
+                        "Your reply was cut off by the output limit. Continue where you "
+                        "stopped."))]
+                    continue
+                return self.finish(turn)
+            verdict = self.validate(turn)
+            if self.hooks.submission is not None:
+                return self.submitted()
+            stopped = self.reflect(verdict)
+            if stopped:
+                return stopped
+
+    # -- react ----------------------------------------------------------------------------------
+
+    def react(self) -> Turn | AttemptResult:
+        request = Request(system=self.agent.system_prompt, messages=list(self.messages),
+                          tools=[] if self.reflecting else self.specs, agent=self.agent.name,
+                          group=self.rt.group)
+        try:
+            turn = call_model(self.rt, request, **self.where)
+        except Stopped as exc:
+            return self.stop(exc.reason)
+        except ProviderError as exc:
+            verdict = classify_provider_error(exc, work_done=self.wrote)
+            self.record("decision", source="provider", decision=verdict.decision.value,
+                        reason=verdict.reason, error_type=type(exc).__name__)
+            return self.stop("error", error=verdict.reason,
+                             escalated=verdict.decision is Decision.ESCALATE)
+        self.steps += 1
+        cumulative = self.rt.tracker.add(turn.usage)
+        self.record("model_turn", step=self.steps, text=turn.text, reflection=self.reflecting,
+                    tool_calls=[_call_dict(c) for c in turn.tool_calls],
+                    stop_reason=turn.stop_reason, usage=turn.usage.to_dict(),
+                    cumulative_tokens=cumulative)
+        self.rt.emit({"type": "step", "step": self.steps, "tokens": cumulative,
+                      "tool": turn.tool_calls[0].name if turn.tool_calls else None,
+                      **self.where})
+        if turn.text.strip():
+            self.last_thought = turn.text.strip()
+        return turn
+
+    # -- validate -------------------------------------------------------------------------------
+
+    def validate(self, turn: Turn) -> Verdict:
+        """Run every call (each gets exactly one result message) and classify the results."""
+        self.messages.append(turn.as_message())
+        verdict, failed = OK, []
+        for call in turn.tool_calls:
+            result = self.execute(call)
+            self.messages.append(Message(role="tool", content=result.content, name=call.name,
+                                         tool_call_id=call.id, is_error=result.is_error))
+            self.record("tool_result", id=call.id, name=call.name, is_error=result.is_error,
+                        error_kind=result.error_kind, content=result.content)
+            if result.data and result.data.get("skipped"):
+                continue
+            failed.append(result.is_error)
+            if result.is_error:
+                self.failed_ids.append(call.id)
+                self.recent_errors.append({"tool": call.name,
+                                           "error": _first_line(result.content)})
+            else:
+                self.failed_ids, self.recent_errors, self.reflection = [], [], []
+            call_verdict = self.classifier.tool_result(call, result)
+            if result.is_error or call_verdict.decision is not Decision.CONTINUE:
+                self.record("decision", source="tool", call=call.id,
+                            decision=call_verdict.decision.value, reason=call_verdict.reason)
+            verdict = verdict.worse(call_verdict)
+        if failed:
+            self.breaker.record_step(all(failed))
+        return verdict
+
+    def execute(self, call: ToolCall) -> ToolResult:
+        self.record("tool_call", id=call.id, name=call.name, arguments=call.arguments)
+        if self.hooks.submission is not None:
+            return _skipped("submit_result already ended this attempt")
+        stop = self.rt.stop_requested()
+        if stop:
+            return _skipped(f"the run is stopping ({stop})")
+        if call.arguments_error:
+            return ToolResult.error(INVALID_ARGUMENTS,
+                                    f"the arguments of {call.name} could not be read "
+                                    f"({call.arguments_error}); send one JSON object")
+        if call.name in WRITE_TOOLS:
+            self.wrote = True
+            if self.before_write is not None:
+                self.before_write()
+        try:
+            result = self.tools.call(call.name, self._within_deadline(call))
+        except Interrupted:
+            self.rt.cancel.set()
+            return _skipped("the run was interrupted")
+        if call.name not in ALWAYS_TOOLS:  # bookkeeping calls say nothing about the approach
+            self.last_action = f"{call.name}({_short_args(call.arguments)})"
+            self.observation = truncate(result.content, 2_000)
+        if not result.is_error:
+            self._note_action(call)
+        return result
+
+    # -- reflect and backtrack ------------------------------------------------------------------
+
+    def reflect(self, verdict: Verdict) -> AttemptResult | None:
+        decision = verdict.decision
+        if decision is Decision.ESCALATE:
+            if self.rt.confirm(f"{verdict.reason}. Let the agent continue?"):
+                self.classifier.forgive_denials()
+                self.record("escalation_allowed", reason=verdict.reason)
+                return None
+            return self.stop("error", error=f"escalated: {verdict.reason}", escalated=True)
+        if decision is Decision.FAIL_GRACEFULLY:
+            return self.stop("error", error=verdict.reason)
+        if decision is Decision.BACKTRACK:
+            self.backtrack(verdict)
+        elif self.breaker.should_reflect():
+            self.force_reflection()
+        return None
+
+    def force_reflection(self) -> None:
+        """Circuit breaker level 1: the next model call has no tools; it must explain first."""
+        errors = self.recent_errors[-self.rt.limits.reflection_after_errors:]
+        prompt = Message(role="user", content=render(
+            "reflection", {"count": len(errors), "errors": errors}, self.rt.project_root))
+        self.messages.append(prompt)
+        self.reflection.append(prompt)
+        self.breaker.reflection_forced()
+        self.reflecting = True
+        self.record("reflection_forced", consecutive_errors=self.breaker.consecutive_errors)
+
+    def reflected(self, turn: Turn) -> None:
+        if turn.tool_calls:  # no tools were offered: the calls are not run, nor kept
+            self.record("reflection_calls_ignored", calls=[c.name for c in turn.tool_calls])
+        self.reflection_text = turn.text.strip()
+        answer = Message(role="assistant", content=self.reflection_text or "(no reflection)")
+        resume = Message(role="user", content="Continue the task, applying your reflection.")
+        self.messages += [answer, resume]
+        self.reflection += [answer, resume]
+        self.reflecting = False
+
+    def backtrack(self, verdict: Verdict) -> None:
+        """Replace the failed approach with a short summary, keeping calls and results paired."""
+        self.classifier.backtracked()
+        removed = set(self.failed_ids) | set(verdict.call_ids)
+        calls = [c for m in self.messages for c in m.tool_calls if c.id in removed]
+        approach = ", ".join(dict.fromkeys(f"`{c.name}({_short_args(c.arguments, 60)})`"
+                                           for c in calls[-3:])) or "(the last approach)"
+        summary = render("backtrack", {
+            "backtracks": self.breaker.backtracks, "max_backtracks": self.breaker.max_backtracks,
+            "approach": approach, "reason": verdict.reason,
+            "reflection": self.reflection_text}, self.rt.project_root)
+        before = len(self.messages)
+        self.messages = clean_context(self.messages, removed, summary, drop=self.reflection)
+        self.record("backtrack", n=self.breaker.backtracks, reason=verdict.reason,
+                    removed_calls=sorted(removed), messages_before=before,
+                    messages_after=len(self.messages), summary=summary)
+        self.failed_ids, self.recent_errors, self.reflection = [], [], []
+        self.reflection_text = ""
+
+    # -- budget and confirmation ----------------------------------------------------------------
+
+    def warn_budget(self) -> None:
+        """Tell the model once per threshold (70%, 90%) that its budget is running out."""
+        tracker = self.rt.tracker
+        crossed = [t for t in WARN_AT if tracker.percent >= t and t not in self.warned]
+        if not crossed or self.reflecting or tracker.exhausted:
+            return
+        self.warned.update(crossed)
+        status = tracker.status()
+        self.messages.append(Message(role="user", content=render(
+            "budget_warning", status, self.rt.project_root)))
+        self.record("budget_warning", **status)
+
+    def confirm_long_task(self) -> bool:
+        """Interactive runs only: after every N steps ask whether to go on."""
+        every = self.rt.limits.confirm_after_steps
+        if (not self.rt.interactive or self.depth or every <= 0 or self.steps == 0
+                or self.steps % every or self.confirmed_at == self.steps):
+            return True
+        self.confirmed_at = self.steps
+        return self.rt.confirm(f"{self.agent.name} has taken {self.steps} steps. Continue?")
+
+    # -- endings --------------------------------------------------------------------------------
+
+    def finish(self, turn: Turn) -> AttemptResult:
+        """The model ended its turn without tools: accepted as done, without a submission."""
+        self.messages.append(turn.as_message())
+        self.record("terminator", stop_reason="completed", how="end_turn")
+        return self._result("completed", "complete", turn.text.strip())
+
+    def submitted(self) -> AttemptResult:
+        sub = self.hooks.submission
+        assert sub is not None
+        self.record("terminator", stop_reason="completed", how="submit_result",
+                    status=sub.status)
+        return self._result("completed", sub.status, sub.summary, error=sub.error,
+                            submission=sub)
+
+    def stop(self, reason: str, error: str | None = None,
+             escalated: bool = False) -> AttemptResult:
+        error = error or self._stop_error(reason)
+        self.record("terminator", stop_reason=reason, error=error)
+        done = "; ".join(self.actions[-10:])
+        summary = f"Stopped ({reason}) after {self.steps} steps."
+        if done:
+            summary += f" Done: {done}."
+        if self.last_thought:
+            summary += f" Last note: {truncate(self.last_thought, 300)}"
+        return self._result(reason, "blocked" if escalated else "failed", summary,
+                            error=error, escalated=escalated)
+
+    def _stop_error(self, reason: str) -> str:
+        limits, tracker = self.rt.limits, self.rt.tracker
+        if reason == "max_steps":
+            return f"reached the step limit ({self.max_steps}) before finishing"
+        if reason == "timeout":
+            return f"ran out of time (limit {limits.max_duration_s:g}s)"
+        if reason == "budget":
+            return f"token budget exhausted ({tracker.used} of {tracker.budget} tokens)"
+        if reason == "circuit_breaker":
+            if self.breaker.tripped:
+                return f"circuit breaker: {self.breaker.backtracks} backtracks, the approach " \
+                       f"is beyond recovery"
+            return f"circuit breaker: {self.breaker.failed_steps} consecutive failed steps"
+        if reason == "interrupted":
+            return "interrupted"
+        return reason
+
+    def _result(self, reason: str, status: str, summary: str, **extra: Any) -> AttemptResult:
+        return AttemptResult(stop_reason=reason, status=status, summary=summary,
+                             steps=self.steps, last_thought=self.last_thought,
+                             last_action=self.last_action, observation=self.observation,
+                             wrote=self.wrote, **extra)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def record(self, type: str, **data: Any) -> None:
+        self.rt.record(type, **self.where, **data)
+
+    def _within_deadline(self, call: ToolCall) -> dict[str, Any]:
+        """A command may not outlive the execution's wall-clock limit."""
+        args = call.arguments
+        if call.name != "run_command":
+            return args
+        wanted = args.get("timeout_s") or self.rt.policy.default_timeout_s
+        left = self.rt.terminator.time_left()
+        if isinstance(wanted, int | float) and not isinstance(wanted, bool) and left < wanted:
+            return {**args, "timeout_s": max(0.5, left)}
+        return args
+
+    def _note_action(self, call: ToolCall) -> None:
+        args = call.arguments
+        if call.name in ("write_file", "edit_file"):
+            verb = "wrote" if call.name == "write_file" else "edited"
+            self.actions.append(f"{verb} {args.get('path', '?')}")
+        elif call.name == "run_command":
+            self.actions.append(f"ran `{truncate(str(args.get('command', '')), 80)}`")
+        elif call.name == "spawn_subagent":
+            self.actions.append(f"ran sub-agent {args.get('agent', '?')}")
+
+    def _run_child(self, agent: AgentDefinition, text: str, names: list[str], max_steps: int,
+                   depth: int) -> AttemptResult:
+        child = Conversation(self.rt, agent, text, names, max_steps=max_steps, depth=depth,
+                             attempt=self.where["attempt"])
+        return child.run()
+
+
+def _skipped(why: str) -> ToolResult:
+    return ToolResult(content=f"not executed: {why}", is_error=True, error_kind="skipped",
+                      data={"skipped": True})
+
+
+def _call_dict(call: ToolCall) -> dict[str, Any]:
+    data: dict[str, Any] = {"id": call.id, "name": call.name, "arguments": call.arguments}
+    if call.arguments_error:
+        data["arguments_error"] = call.arguments_error
+    return data
+
+
+def _short_args(arguments: dict[str, Any], limit: int = 200) -> str:
+    text = json.dumps(arguments, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "(no output)")
+    return line if len(line) <= limit else line[: limit - 3] + "..."

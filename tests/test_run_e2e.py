@@ -1,0 +1,304 @@
+"""`agentrun run` end to end: real git repositories, worker processes, the scripted model."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from gitutil import run_git
+from runkit import command, doc, make_project, run_agentrun, scripted, spec_text, submit, writes
+
+FIVE = [("G1", [], "src/a.py"), ("G2", [], "src/b.py"), ("G3", ["G1", "G2"], "src/c.py"),
+        ("G4", ["G1"], "src/d.py"), ("G5", ["G3", "G4"], "src/e.py")]
+
+
+def five_group_script(**overrides) -> dict:
+    groups = {gid: writes(path, f"# {gid}\nVALUE = {i}\n") for i, (gid, _, path)
+              in enumerate(FIVE, 1)}
+    groups.update(overrides)
+    return {"groups": groups}
+
+
+def test_orchestrated_five_groups_three_waves(tmp_path):
+    root = make_project(tmp_path / "p", "SPEC-10", spec_text("SPEC-10", FIVE),
+                        five_group_script())
+    base = run_git(root, "rev-parse", "HEAD")
+    proc = run_agentrun(root, "run", "SPEC-10", *scripted())
+    assert proc.returncode == 0, proc.stderr
+    result = doc(proc)
+    assert result["status"] == "complete" and result["mode"] == "orchestrated"
+    assert [w["groups"] for w in result["waves"]] == [["G1", "G2"], ["G3", "G4"], ["G5"]]
+    # every group's commit is on main, every file is there
+    for gid, _, path in FIVE:
+        assert (root / path).read_text().startswith(f"# {gid}")
+        group = result["groups"][gid]
+        assert group["status"] == "complete" and len(group["commits"]) == 1
+        run_git(root, "merge-base", "--is-ancestor", group["commits"][0], "HEAD")
+        assert group["files_created"] == [path]
+    merges = run_git(root, "log", "--merges", "--format=%s", f"{base}..HEAD").splitlines()
+    assert len(merges) == 5
+    # the spec got its summary and status, everything else byte-for-byte the same
+    spec = (root / ".specflow/specs/SPEC-10.md").read_text()
+    original = spec_text("SPEC-10", FIVE)
+    assert spec.startswith(original.split("---", 2)[0])
+    assert "status: review" in spec
+    assert spec.replace("status: review", "status: audited").startswith(original)
+    assert "## Execution Summary" in spec and "- [x] every file exists" in spec
+    state = (root / ".specflow/STATE.md").read_text()
+    assert "| SPEC-10 |" in state and "Complete" in state
+    assert "| 2026-01-01 | SPEC-10 | keep this row |" in state
+    execution = json.loads((root / ".specflow/execution/SPEC-10-state.json").read_text())
+    assert execution["status"] == "complete"
+    # the run record
+    run_dir = Path(result["run_dir"])
+    events = [json.loads(x) for x in (run_dir / "events.ndjson").read_text().splitlines()]
+    assert events[0]["type"] == "run_start" and events[-1]["type"] == "run_done"
+    assert (run_dir / "result.json").is_file()
+    assert sorted(p.name for p in (run_dir / "workers").iterdir()) == ["G1", "G2", "G3", "G4",
+                                                                        "G5"]
+    assert (run_dir / "workers/G1/transcript.jsonl").stat().st_size > 0
+    # worktrees of successful workers are gone, the tree is clean
+    assert run_git(root, "worktree", "list").count("\n") == 0
+    assert run_git(root, "status", "--porcelain") == ""
+
+
+def test_failed_group_blocks_dependents_and_siblings_finish(tmp_path):
+    script = five_group_script(G1=[submit("failed", "could not", error="compile error")])
+    root = make_project(tmp_path / "p", "SPEC-11", spec_text("SPEC-11", FIVE), script)
+    proc = run_agentrun(root, "run", "SPEC-11", *scripted("--max-retries", "0"))
+    assert proc.returncode == 1, proc.stderr
+    groups = doc(proc)["groups"]
+    assert groups["G1"]["status"] == "failed" and "compile error" in groups["G1"]["error"]
+    assert groups["G2"]["status"] == "complete"
+    assert {groups[g]["status"] for g in ("G3", "G4", "G5")} == {"blocked"}
+    assert (root / "src/b.py").exists() and not (root / "src/c.py").exists()
+    # the failed worker's worktree is kept and named; the spec keeps its status
+    assert groups["G1"]["worktree"] and Path(groups["G1"]["worktree"]).is_dir()
+    spec = (root / ".specflow/specs/SPEC-11.md").read_text()
+    assert "status: audited" in spec and "⛔ blocked" in spec
+    state = (root / ".specflow/STATE.md").read_text()
+    assert "Failed (Wave 1)" in state and "G1 failed" in state
+
+
+def test_all_groups_of_a_wave_failed_aborts(tmp_path):
+    script = five_group_script(G1=[submit("failed", "no", error="x")],
+                               G2=[submit("failed", "no", error="y")])
+    root = make_project(tmp_path / "p", "SPEC-12", spec_text("SPEC-12", FIVE), script)
+    proc = run_agentrun(root, "run", "SPEC-12", *scripted("--max-retries", "0"))
+    assert proc.returncode == 1
+    result = doc(proc)
+    assert result["status"] == "aborted"
+    assert [w["status"] for w in result["waves"]] == ["done", "skipped", "skipped"]
+    assert any("run aborted" in w for w in result["warnings"])
+
+
+def test_on_failure_abort_stops_after_the_wave(tmp_path):
+    script = five_group_script(G2=[submit("failed", "no", error="y")])
+    root = make_project(tmp_path / "p", "SPEC-13", spec_text("SPEC-13", FIVE), script)
+    proc = run_agentrun(root, "run", "SPEC-13", *scripted("--on-failure", "abort",
+                                                          "--max-retries", "0"))
+    assert proc.returncode == 1
+    result = doc(proc)
+    assert result["groups"]["G1"]["status"] == "complete"
+    assert result["groups"]["G4"]["status"] == "blocked"  # only needs G1, but the run aborted
+
+
+TWO = [("G1", [], "one.txt"), ("G2", [], "two.txt")]
+
+
+def test_worker_killed_with_sigkill(tmp_path):
+    script = {"groups": {"G1": writes("one.txt", "1\n"),
+                         "G2": [command("kill -9 $PPID"), submit("complete", "never")]}}
+    root = make_project(tmp_path / "p", "SPEC-14", spec_text("SPEC-14", TWO), script)
+    proc = run_agentrun(root, "run", "SPEC-14", *scripted())
+    assert proc.returncode == 1
+    groups = doc(proc)["groups"]
+    assert groups["G1"]["status"] == "complete"
+    assert groups["G2"]["status"] == "failed"
+    assert "killed by signal 9" in groups["G2"]["error"]
+    assert "no valid result" in groups["G2"]["error"]
+
+
+def test_worker_timeout_is_enforced(tmp_path):
+    script = {"groups": {"G1": writes("one.txt", "1\n"),
+                         "G2": writes("two.txt", "2\n", latency=60)}}
+    root = make_project(tmp_path / "p", "SPEC-15", spec_text("SPEC-15", TWO), script)
+    started = time.monotonic()
+    proc = run_agentrun(root, "run", "SPEC-15", *scripted("--worker-timeout", "4"))
+    assert time.monotonic() - started < 40
+    assert proc.returncode == 1
+    g2 = doc(proc)["groups"]["G2"]
+    assert g2["status"] == "failed" and g2["stop_reason"] == "timeout"
+    assert "timeout of 4s" in g2["error"]
+
+
+def test_worker_writing_garbage_instead_of_json(tmp_path):
+    garbage = ("python3 -c \"open('../../workers/G2/result.json', 'w').write('not json')\"; "
+               "kill -9 $PPID")
+    script = {"groups": {"G1": writes("one.txt", "1\n"),
+                         "G2": [command(garbage), submit("complete", "never")]}}
+    root = make_project(tmp_path / "p", "SPEC-16", spec_text("SPEC-16", TWO), script)
+    proc = run_agentrun(root, "run", "SPEC-16", *scripted())
+    assert proc.returncode == 1
+    g2 = doc(proc)["groups"]["G2"]
+    assert g2["status"] == "failed" and "not valid JSON" in g2["error"]
+
+
+def test_merge_conflict_is_reported_and_main_stays_clean(tmp_path):
+    # both groups edit line 2 of shared.txt without naming it, so they run in one wave
+    spec = spec_text("SPEC-17", [("G1", [], "x"), ("G2", [], "y")]).replace("`x`", "x") \
+        .replace("`y`", "y")
+    edit = [{"tool_calls": [{"name": "edit_file", "arguments": {
+        "path": "shared.txt", "old": "line 2", "new": "line 2 by {g}"}}]}]
+    script = {"groups": {g: [{"tool_calls": [{"name": "edit_file", "arguments": {
+        "path": "shared.txt", "old": "line 2", "new": f"line 2 by {g}"}}]},
+        submit("complete", f"{g} edited")] for g in ("G1", "G2")}}
+    assert edit  # the same edit shape, different text per group
+    root = make_project(tmp_path / "p", "SPEC-17", spec, script,
+                        files={"shared.txt": "line 1\nline 2\nline 3\n"})
+    proc = run_agentrun(root, "run", "SPEC-17", *scripted())
+    assert proc.returncode == 1, proc.stderr
+    groups = doc(proc)["groups"]
+    assert groups["G1"]["status"] == "complete"
+    assert groups["G2"]["status"] == "failed"
+    assert "merge conflict in shared.txt" in groups["G2"]["error"]
+    assert (root / "shared.txt").read_text() == "line 1\nline 2 by G1\nline 3\n"
+    assert run_git(root, "status", "--porcelain") == ""
+    assert Path(groups["G2"]["worktree"]).is_dir()  # kept for inspection
+
+
+def test_dirty_tree_is_refused(tmp_path):
+    root = make_project(tmp_path / "p", "SPEC-18", spec_text("SPEC-18", TWO),
+                        {"groups": {"G1": writes("one.txt", "1"), "G2": writes("two.txt", "2")}})
+    (root / "README.md").write_text("local edit\n")
+    proc = run_agentrun(root, "run", "SPEC-18", *scripted())
+    assert proc.returncode == 3
+    assert "uncommitted changes: README.md" in proc.stderr and "--allow-dirty" in proc.stderr
+    allowed = run_agentrun(root, "run", "SPEC-18", *scripted("--allow-dirty"))
+    assert allowed.returncode == 0, allowed.stderr
+    assert (root / "README.md").read_text() == "local edit\n"
+
+
+def test_not_a_git_repo_and_no_model_are_refused(tmp_path):
+    plain = tmp_path / "plain"
+    (plain / ".specflow/specs").mkdir(parents=True)
+    (plain / ".specflow/specs/SPEC-1.md").write_text(spec_text("SPEC-1", []))
+    (plain / "s.yaml").write_text("[]")
+    proc = run_agentrun(plain, "run", "SPEC-1", "--provider", "scripted", "--script", "s.yaml",
+                        "--yes")
+    assert proc.returncode == 3 and "not a git repository" in proc.stderr
+    root = make_project(tmp_path / "p", "SPEC-19", spec_text("SPEC-19", TWO), {"groups": {}})
+    proc = run_agentrun(root, "run", "SPEC-19", "--yes")
+    assert proc.returncode == 3
+    assert "ANTHROPIC_API_KEY" in proc.stderr and "scripted" in proc.stderr
+
+
+def test_single_mode_spec_without_groups(tmp_path):
+    script = {"agents": {"spec-executor": writes("hello.py", "print('hi')\n")}}
+    root = make_project(tmp_path / "p", "SPEC-20", spec_text("SPEC-20", []), script)
+    proc = run_agentrun(root, "run", "SPEC-20", *scripted())
+    assert proc.returncode == 0, proc.stderr
+    result = doc(proc)
+    assert result["mode"] == "single"
+    assert (root / "hello.py").read_text() == "print('hi')\n"
+    assert "status: review" in (root / ".specflow/specs/SPEC-20.md").read_text()
+
+
+def test_unaudited_spec_warns_and_require_audit_refuses(tmp_path):
+    root = make_project(tmp_path / "p", "SPEC-21", spec_text("SPEC-21", TWO, status="draft"),
+                        {"groups": {"G1": writes("one.txt", "1"), "G2": writes("two.txt", "2")}})
+    refused = run_agentrun(root, "run", "SPEC-21", *scripted("--require-audit"))
+    assert refused.returncode == 1 and "not audited" in refused.stderr
+    proc = run_agentrun(root, "run", "SPEC-21", *scripted())
+    assert proc.returncode == 0
+    assert "not audited" in proc.stderr
+    assert "not audited" in (root / ".specflow/STATE.md").read_text()
+
+
+def test_dry_run_changes_nothing(tmp_path):
+    root = make_project(tmp_path / "p", "SPEC-22", spec_text("SPEC-22", TWO),
+                        {"groups": {"G1": writes("one.txt", "1"), "G2": writes("two.txt", "2")}})
+    head = run_git(root, "rev-parse", "HEAD")
+    proc = run_agentrun(root, "run", "SPEC-22", *scripted("--dry-run"))
+    assert proc.returncode == 0
+    assert doc(proc)["dry_run"] is True
+    assert run_git(root, "rev-parse", "HEAD") == head
+    assert run_git(root, "status", "--porcelain") == ""
+
+
+def _start(root: Path, *args: str) -> subprocess.Popen:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "AGENTRUN_DEBUG"}
+    env["CI"] = "1"
+    return subprocess.Popen([sys.executable, "-m", "agentrun", *args], cwd=root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(predicate, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not reached in time")
+
+
+def _merged(root: Path, group: str) -> bool:
+    out = subprocess.run(["git", "log", "--merges", "--format=%s"], cwd=root,
+                         capture_output=True, text=True).stdout
+    return f" {group}" in out
+
+
+def test_sigint_then_resume_finishes_the_run(tmp_path):
+    slow = five_group_script(G3=writes("src/c.py", "# G3\n", latency=30),
+                             G4=writes("src/d.py", "# G4\n", latency=30))
+    root = make_project(tmp_path / "p", "SPEC-23", spec_text("SPEC-23", FIVE), slow)
+    proc = _start(root, "run", "SPEC-23", *scripted())
+    _wait_for(lambda: _merged(root, "G2"))
+    time.sleep(1.0)  # wave 2 workers are now in their slow model call
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    state = json.loads((root / ".specflow/execution/SPEC-23-state.json").read_text())
+    assert state["status"] == "interrupted"
+    assert state["groups"]["G1"]["status"] == "complete"
+    assert state["groups"]["G3"]["status"] == "interrupted"
+    # resume with a fast script: G1 and G2 are not run again
+    (root / ".specflow/script.yaml").write_text(json.dumps(five_group_script()))
+    resumed = run_agentrun(root, "run", "SPEC-23", *scripted("--resume", "--allow-dirty"))
+    assert resumed.returncode == 0, resumed.stderr
+    result = doc(resumed)
+    assert result["status"] == "complete" and result["resumed_from"] == state["run_id"]
+    run_dir = Path(result["run_dir"])
+    assert sorted(p.name for p in (run_dir / "workers").iterdir()) == ["G3", "G4", "G5"]
+    for _, _, path in FIVE:
+        assert (root / path).exists()
+
+
+def test_second_concurrent_run_is_refused(tmp_path):
+    slow = {"groups": {"G1": writes("one.txt", "1", latency=20), "G2": writes("two.txt", "2")}}
+    root = make_project(tmp_path / "p", "SPEC-24", spec_text("SPEC-24", TWO), slow)
+    first = _start(root, "run", "SPEC-24", *scripted())
+    try:
+        _wait_for(lambda: (root / ".specflow/execution/SPEC-24-state.json").exists())
+        second = run_agentrun(root, "run", "SPEC-24", *scripted("--allow-dirty"))
+        assert second.returncode == 3
+        assert "another agentrun run is in progress" in second.stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=60)
+    assert first.returncode == 130
+
+
+@pytest.mark.parametrize("args, words", [(("--on-failure", "maybe"), "--on-failure"),
+                                         (("--mode", "x"), "--mode")])
+def test_bad_flags_exit_2(tmp_path, args, words):
+    root = make_project(tmp_path / "p", "SPEC-25", spec_text("SPEC-25", TWO), {"groups": {}})
+    proc = run_agentrun(root, "run", "SPEC-25", *scripted(*args))
+    assert proc.returncode == 2 and words in proc.stderr
