@@ -87,7 +87,7 @@ class Orchestrator:
         self.state_file = state_path(project.execution_dir, spec.id)
         self.state: RunState | None = None
         self._events_fh = None
-        self._wave_failed: set[str] = set()
+        self._commands: dict[str, set[int]] = {}  # batch -> live command process groups
 
     # ------------------------------------------------------------------ preflight
     def preflight(self) -> None:
@@ -359,8 +359,10 @@ class Orchestrator:
                     proc.request_stop("interrupted")
                     if proc.overdue(STOP_GRACE_S):
                         proc.kill("interrupted")
+                        self._kill_commands(batch_id)
                 if proc.alive() and proc.elapsed > proc.timeout_s:
                     proc.kill("timeout")
+                    self._kill_commands(batch_id)
                     self._emit({"type": "worker_timeout", "batch": batch_id,
                                 "timeout_s": proc.timeout_s})
                 if not proc.alive():
@@ -372,6 +374,15 @@ class Orchestrator:
             if running:
                 time.sleep(0.05)
         return results
+
+    def _kill_commands(self, batch_id: str) -> None:
+        """Kill the commands a killed worker left running (they have sessions of their own)."""
+        import contextlib
+        import os
+
+        for pgid in self._commands.pop(batch_id, set()):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
 
     def _run_in_process(self, assignment: Assignment) -> WorkerResult:
         from agentrun.worker import run_assignment
@@ -420,6 +431,11 @@ class Orchestrator:
                 event = json.loads(raw)
             except ValueError:
                 continue
+            live = self._commands.setdefault(assignment.batch, set())
+            if event.get("type") == "spawn":
+                live.add(int(event["pgid"]))
+            elif event.get("type") == "spawn_end":
+                live.discard(int(event["pgid"]))
             self._emit({**event, "type": f"agent_{event.get('type', 'event')}",
                         "batch": assignment.batch}, record=False)
         return offset + end + 1

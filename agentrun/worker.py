@@ -26,6 +26,12 @@ def run_assignment(assignment: Assignment, cancel: threading.Event | None = None
     cancel = cancel or threading.Event()
     progress = _Progress(assignment.progress_path)
     worktree = Path(assignment.worktree)
+    from agentrun.tools import command
+
+    def spawned(event: str, pgid: int) -> None:
+        progress.emit({"type": event, "pgid": pgid})
+
+    command.SPAWN_HOOKS.append(spawned)
     try:
         outcome = _run_agent(assignment, cancel, progress, provider)
         result = _result_from_git(assignment, outcome, worktree)
@@ -38,6 +44,8 @@ def run_assignment(assignment: Assignment, cancel: threading.Event | None = None
             import traceback
 
             result.error = f"{message}\n{traceback.format_exc()}"
+    finally:
+        command.SPAWN_HOOKS.remove(spawned)
     result.duration_s = round(time.monotonic() - started, 3)
     result.write(Path(assignment.result_path))
     progress.emit({"type": "done", "status": result.status, "stop_reason": result.stop_reason})
@@ -141,7 +149,10 @@ def process_main(assignment_path: str) -> None:
     cancel = threading.Event()
 
     def stop(_sig, _frame) -> None:
+        from agentrun.tools.command import kill_running_commands
+
         cancel.set()
+        kill_running_commands(signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)

@@ -357,3 +357,12 @@ def test_commands_cannot_outlive_the_deadline(tmp_path):
     assert result["error_kind"] == "timeout"
     assert "timed out after 0.5s" in result["content"]
     assert outcome.stop_reason == "completed"
+
+
+def test_asking_never_waits_without_a_terminal(monkeypatch):
+    import io
+
+    from agentrun.agent.interaction import ask_yes_no
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))  # piped input is not a person
+    assert ask_yes_no("Continue?") is False

@@ -137,6 +137,23 @@ def test_worker_timeout_is_enforced(tmp_path):
     assert "timeout of 4s" in g2["error"]
 
 
+def test_worker_timeout_kills_the_commands_it_started(tmp_path):
+    sleeper = "sleep 300 & echo $! > sleeper.pid; wait"
+    script = {"groups": {"G1": writes("one.txt", "1\n"),
+                         "G2": [command(sleeper), submit("complete", "never")]}}
+    root = make_project(tmp_path / "p", "SPEC-26", spec_text("SPEC-26", TWO), script)
+    proc = run_agentrun(root, "run", "SPEC-26", *scripted("--worker-timeout", "4"))
+    assert proc.returncode == 1
+    g2 = doc(proc)["groups"]["G2"]
+    assert g2["stop_reason"] == "timeout"
+    pid = int((Path(g2["worktree"]) / "sleeper.pid").read_text())
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    stat = Path(f"/proc/{pid}/stat")
+    assert not stat.exists() or stat.read_text().split()[2] == "Z", "sleep survived"
+
+
 def test_worker_writing_garbage_instead_of_json(tmp_path):
     garbage = ("python3 -c \"open('../../workers/G2/result.json', 'w').write('not json')\"; "
                "kill -9 $PPID")

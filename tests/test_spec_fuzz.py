@@ -155,13 +155,15 @@ def test_section_edits_never_crash_and_keep_other_bytes(text, body):
 
 SAFE_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="`\x00",
                                            exclude_categories=("Cs",)), max_size=30)
+# PyYAML's own dumper does not round-trip these, so they appear only in the value we write
+DUMPABLE = SAFE_TEXT.filter(lambda s: not any(c in s for c in "\x85\u2028\u2029"))
 
 
 @FUZZ
 @given(
     extra=st.dictionaries(st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True),
-                          st.one_of(st.integers(), st.booleans(), SAFE_TEXT,
-                                    st.lists(SAFE_TEXT, max_size=3)), max_size=4),
+                          st.one_of(st.integers(), st.booleans(), DUMPABLE,
+                                    st.lists(DUMPABLE, max_size=3)), max_size=4),
     style=st.sampled_from(["leading", "after_heading", "fenced"]),
     key=st.sampled_from(["status", "priority", "todo"]),
     value=SAFE_TEXT,

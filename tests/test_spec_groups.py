@@ -438,3 +438,8 @@ def test_tasks_column_wins_over_synonyms():
 | G1 | 1 | background prose | Build it | — |
 """)
     assert spec.group("G1").tasks == ["Build it"]
+
+
+def test_numbered_group_headings():
+    spec = spec_with("### 1. G1 — Models\n\n- m\n\n### 2. G2: API (depends on G1)\n\n- a\n")
+    assert deps(spec) == {"G1": [], "G2": ["G1"]}

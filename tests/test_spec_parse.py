@@ -376,3 +376,30 @@ def test_priority_and_non_spec_dependencies_are_kept():
                        ("The scripted provider still drives the agent loop", True),
                        ("Both adapters pass the fake-server suite", False),
                        ("`AGENTRUN_PROVIDER=openai` selects the OpenAI adapter", False)]
+
+
+def test_criteria_status_of_an_execution_summary_are_not_the_criteria():
+    text = ("# T\n\n## Execution Summary\n\n### Acceptance Criteria Status\n\n- [x] done\n\n"
+            "## Notes\n\n### Acceptance Criteria\n\n- [ ] the real one\n")
+    assert [c.text for c in parse_spec(text).acceptance_criteria] == ["the real one"]
+
+
+def test_item_listing_several_files_at_once():
+    text = """# T
+
+## Files to Create
+
+- `pkg/a.py` — builds `pkg/b.py` (named in the description, not a file to create)
+- `tests/test_a.py`, `tests/test_b.py`,
+  `tests/test_c.py` and `tests/test_d.py`
+
+## Files to Modify
+
+| File | Change |
+|------|--------|
+| `pkg/__init__.py`, `pkg/cli.py` | export the API |
+"""
+    spec = parse_spec(text)
+    assert spec.files_to_create == ["pkg/a.py", "tests/test_a.py", "tests/test_b.py",
+                                    "tests/test_c.py", "tests/test_d.py"]
+    assert spec.files_to_modify == ["pkg/__init__.py", "pkg/cli.py"]

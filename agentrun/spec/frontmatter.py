@@ -17,6 +17,7 @@ import yaml
 
 from agentrun.errors import SpecError
 from agentrun.spec.markdown import Doc, split_lines
+from agentrun.spec.model import FrontmatterStyle
 
 KNOWN_KEYS = ("id", "type", "status", "priority", "complexity", "created", "parent",
               "depends_on", "todo", "title")
@@ -34,7 +35,7 @@ class Block:
     """Where the frontmatter is. Lines are 0-based; `content_end` is exclusive and is also the
     line of the closing delimiter (`---` or the closing fence)."""
 
-    style: str  # "leading" | "after_heading" | "fenced"
+    style: FrontmatterStyle  # "leading" | "after_heading" | "fenced"
     open_line: int
     content_start: int
     content_end: int
@@ -59,7 +60,8 @@ def _first_content(lines: list[str], start: int, end: int) -> str:
     return ""
 
 
-def _dash_block(lines: list[str], open_line: int, style: str, path: str) -> Block | None:
+def _dash_block(lines: list[str], open_line: int, style: FrontmatterStyle,
+                path: str) -> Block | None:
     close = None
     for i in range(open_line + 1, len(lines)):
         if _is_delim(lines[i]):

@@ -35,6 +35,7 @@ from agentrun.spec.refs import (
 IMPL_TITLES = ("implementation tasks", "implementation plan", "task groups")
 PLAN_TITLES = ("execution plan", "wave plan", "execution waves", "waves")
 
+_NUMBERED = re.compile(r"^\d+(?:\.\d+)*[.)]?\s+")
 _CHECKBOX = re.compile(r"^\[[ xX]\]\s*")
 _BULLET = re.compile(r"^(?:[-*+•]|\d+[.)])\s+")
 _PAREN = re.compile(r"\(([^()]*)\)")
@@ -251,7 +252,7 @@ def _read_group_headings(doc: Doc, impl: Heading, start: int, end: int, found: _
     for pos, heading in enumerate(inside):
         if wave is not None and heading.level <= wave[0]:
             wave = None
-        text = plain(children(heading.inline))
+        text = _NUMBERED.sub("", plain(children(heading.inline)))
         wave_head = _WAVE_WORD.match(text)
         if wave_head:
             wave = (heading.level, int(wave_head.group(1)))

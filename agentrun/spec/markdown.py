@@ -85,12 +85,12 @@ class Doc:
                 inline = self.tokens[i + 1]
                 self.headings.append(Heading(int(tok.tag[1]), inline.content.strip(),
                                              tok.map[0], tok.map[1], i, inline))
+        self._position = {h.index: n for n, h in enumerate(self.headings)}
 
     def section_end(self, heading: Heading) -> tuple[int, int]:
         """(end line, end token index) of a heading's section: the next heading of the same or
         higher level, else the end of the text."""
-        pos = self.headings.index(heading)
-        for nxt in self.headings[pos + 1:]:
+        for nxt in self.headings[self._position[heading.index] + 1:]:
             if nxt.level <= heading.level:
                 return nxt.line, nxt.index
         return len(self.lines), len(self.tokens)

@@ -23,6 +23,7 @@ from agentrun.spec.model import Criterion, Section, Spec
 from agentrun.spec.refs import looks_like_path, unique
 
 _RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_SEPARATORS = re.compile(r"[\s,;&]*(?:and|or)?[\s,;&]*", re.I)
 _CHECKBOX = re.compile(r"^\s*\[([ xX])\]\s+")
 _CREATE = re.compile(r"^(?:new\s+)?files?\s+to\s+(?:create|add)(?:\s*(/|or|and|&)\s*(?:modify|"
                      r"change|update|edit))?\b")
@@ -88,7 +89,7 @@ def parse_spec(text: str, path: Path | str = "<spec>") -> Spec:
     create, modify = _files(doc)
     return Spec(
         path=p, id=spec_id, title=title, text=text, frontmatter=meta,
-        frontmatter_style=block.style if block is not None else "none",  # type: ignore[arg-type]
+        frontmatter_style=block.style if block is not None else "none",
         sections=_sections(doc), acceptance_criteria=_criteria(doc),
         files_to_create=create, files_to_modify=modify, groups=groups, declared_waves=declared,
         requirement_sections=_requirement_sections(doc),
@@ -111,7 +112,9 @@ def _sections(doc: Doc) -> list[Section]:
 
 
 def _criteria(doc: Doc) -> list[Criterion]:
-    heading = doc.find(("acceptance criteria",), levels=(2, 3, 4))
+    heading = doc.find(("acceptance criteria",)) or next(
+        (h for h in doc.headings if h.level > 2 and norm_title(h.text) == "acceptance criteria"),
+        None)  # not `### Acceptance Criteria Status` of an Execution Summary
     if heading is None:
         return []
     start, end = doc.body_tokens(heading)
@@ -212,18 +215,27 @@ def _collect(doc: Doc, start: int, end: int, kind: str, add: _Add) -> None:
                 continue
             note = plain(children(cells[note_col])) if note_col is not None \
                 and note_col < len(cells) else plain(children(cells[-1]))
-            add(line, kind, _first_path(cells[col]), note)
+            for path in _leading_paths(cells[col]):
+                add(line, kind, path, note)
     for item in doc.items(start, end):
         if item.depth == 0 and item.inline is not None:
-            add(item.line, kind, _first_path(item.inline), plain(children(item.inline)))
+            for path in _leading_paths(item.inline):
+                add(item.line, kind, path, plain(children(item.inline)))
 
 
-def _first_path(inline: Token) -> str:
-    """The first path-like code span of a cell or item, else its first word."""
-    toks = children(inline)
-    spans = [s for s in code_spans(toks) if looks_like_path(s)]
-    if spans:
-        return spans[0]
-    words = plain(toks).split()
-    return words[0].rstrip(":,;") if words else ""
-
+def _leading_paths(inline: Token) -> list[str]:
+    """The paths an item or cell starts with: `a.py`, `b.py` and `c.py` — but not paths named
+    later in its description. Without a code span, its first word."""
+    paths: list[str] = []
+    for tok in children(inline):
+        if tok.type == "code_inline" and looks_like_path(tok.content.strip()):
+            paths.append(tok.content.strip())
+        elif tok.type in ("softbreak", "hardbreak") or (
+                tok.type == "text" and _SEPARATORS.fullmatch(tok.content)):
+            continue
+        elif paths or tok.type != "text" or tok.content.strip():
+            break
+    if paths:
+        return paths
+    words = plain(children(inline)).split()
+    return [words[0].rstrip(":,;")] if words else []

@@ -17,7 +17,6 @@ _SHORT_RANGE = re.compile(r"\s*(?:-|–|\.\.)\s*0*(\d{1,6})(?![\d\w])")
 _INT = re.compile(r"(?<!\d)(\d{1,6})(?!\d)")
 _NONE_WORDS = {"", "-", "--", "---", "—", "–", "none", "n/a", "na", "nothing", "no",
                "independent", "no dependencies", "no deps", "(none)"}
-_PARENS = re.compile(r"\([^()]*\)")
 
 _EXT_WORDS = """
 py pyi pyx md mdx txt rst adoc json jsonl json5 yaml yml toml ini cfg conf env lock ts tsx js
@@ -91,10 +90,17 @@ def dependency_refs(text: str) -> list[str]:
 
 def wave_refs(text: str) -> list[str]:
     """Group ids of a wave declaration's list, ignoring parenthetical notes (`G4 (needs G1)`)."""
-    previous = None
-    while previous != text:
-        previous, text = text, _PARENS.sub(" ", text)
-    return dependency_refs(text)
+    kept: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+            kept.append(" ")
+        elif depth == 0:
+            kept.append(ch)
+    return dependency_refs("".join(kept))
 
 
 def first_int(text: str) -> int | None:

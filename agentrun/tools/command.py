@@ -14,6 +14,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from typing import IO
 
 from pydantic import Field
@@ -119,6 +120,25 @@ def _wait_exit(proc: subprocess.Popen[bytes], timeout: float | None) -> bool:
         delay = min(delay * 2, 0.05)
 
 
+# Commands run in sessions of their own, so killing a worker's process group does not reach
+# them: the worker stops them itself (SIGTERM) and tells its orchestrator their group ids
+# through these hooks (for a SIGKILL it cannot handle).
+_RUNNING: set[int] = set()
+SPAWN_HOOKS: list[Callable[[str, int], None]] = []
+
+
+def kill_running_commands(sig: int = signal.SIGKILL) -> None:
+    """Signal the process group of every command still running in this process."""
+    for pgid in list(_RUNNING):
+        _kill_group(pgid, sig)
+
+
+def _notify(event: str, pgid: int) -> None:
+    for hook in list(SPAWN_HOOKS):
+        with contextlib.suppress(Exception):
+            hook(event, pgid)
+
+
 def _kill_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -133,6 +153,8 @@ def execute_command(command: str, ctx: ToolContext, timeout_s: float) -> ToolRes
     proc = subprocess.Popen(["/bin/bash", "-c", command], cwd=ctx.root, env=env,
                             start_new_session=True, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    _RUNNING.add(proc.pid)
+    _notify("spawn", proc.pid)
     reader = threading.Thread(target=_pump, args=(proc.stdout, capture), daemon=True)
     reader.start()
     timed_out = False
@@ -147,6 +169,8 @@ def execute_command(command: str, ctx: ToolContext, timeout_s: float) -> ToolRes
         raise
     finally:
         proc.wait()
+        _RUNNING.discard(proc.pid)
+        _notify("spawn_end", proc.pid)
         reader.join(READER_JOIN_S)
         if not reader.is_alive() and proc.stdout:
             proc.stdout.close()
