@@ -122,6 +122,13 @@ class Orchestrator:
 
     # ------------------------------------------------------------------ run
     def run(self) -> RunState:
+        return self._session(self._run_all)
+
+    def _session(self, body: Callable[[], RunState]) -> RunState:
+        """Preflight, run lock, signal handlers and the events file around `body`.
+
+        Shared by a local run and by `agentrun aggregate`, which runs no workers.
+        """
         self.preflight()
         lock = workspace.RunLock(self.root, self.run_id)
         lock.acquire()
@@ -135,26 +142,29 @@ class Orchestrator:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._events_fh = open(  # noqa: SIM115 - open for the whole run, closed below
                 self.run_dir / "events.ndjson", "a", encoding="utf-8")
-            self.state = self._initial_state()
-            self._emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
-                        "mode": self.plan.mode, "waves": len(self.plan.waves),
-                        "run_dir": str(self.run_dir)})
-            self._save(progress=f"Wave 1/{len(self.plan.waves)} (0%)", status="running")
-            aborted = False
-            for wave in self.plan.waves:
-                if self.cancel.is_set():
-                    break
-                if aborted:
-                    self._skip_wave(wave, "the run was aborted after an earlier wave failed")
-                    continue
-                aborted = self._run_wave(wave)
-            return self._finish(interrupted=self.cancel.is_set())
+            return body()
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             if self._events_fh:
                 self._events_fh.close()
             lock.release()
+
+    def _run_all(self) -> RunState:
+        self.state = self._initial_state()
+        self._emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
+                    "mode": self.plan.mode, "waves": len(self.plan.waves),
+                    "run_dir": str(self.run_dir)})
+        self._save(progress=f"Wave 1/{len(self.plan.waves)} (0%)", status="running")
+        aborted = False
+        for wave in self.plan.waves:
+            if self.cancel.is_set():
+                break
+            if aborted:
+                self._skip_wave(wave, "the run was aborted after an earlier wave failed")
+                continue
+            aborted = self._run_wave(wave)
+        return self._finish(interrupted=self.cancel.is_set())
 
     def _on_signal(self, signum, _frame) -> None:
         if self.cancel.is_set():

@@ -57,12 +57,22 @@ def test_submit_result_completes_with_the_models_report(tmp_path):
     assert outcome.usage.total > 0
 
 
-def test_end_turn_without_submit_is_accepted_as_completion(tmp_path):
-    outcome, *_ = run(tmp_path, [turn(text="All done, nothing else to change.")])
+def test_end_turn_without_submit_is_nudged_once_then_accepted(tmp_path):
+    script = [turn(text="All done."), turn(text="All done, nothing else to change.")]
+    outcome, provider, transcript, _ = run(tmp_path, script)
     assert outcome.status == "complete"
     assert outcome.stop_reason == "completed"
     assert outcome.submitted is False
     assert outcome.summary == "All done, nothing else to change."
+    assert len(provider.requests) == 2
+    assert "without calling submit_result" in provider.requests[1].messages[-1].content
+    assert any(e["type"] == "nudge" for e in transcript.events)
+
+
+def test_nudge_leads_to_a_submission(tmp_path):
+    script = [turn(text="Finished."), turn(submit("complete", "did it", criteria_met=["x"]))]
+    outcome, *_ = run(tmp_path, script)
+    assert outcome.submitted is True and outcome.criteria_met == ["x"]
 
 
 def test_every_tool_call_gets_exactly_one_result(tmp_path):

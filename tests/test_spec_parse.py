@@ -403,3 +403,9 @@ def test_item_listing_several_files_at_once():
     assert spec.files_to_create == ["pkg/a.py", "tests/test_a.py", "tests/test_b.py",
                                     "tests/test_c.py", "tests/test_d.py"]
     assert spec.files_to_modify == ["pkg/__init__.py", "pkg/cli.py"]
+
+
+def test_rule_at_the_top_then_fenced_frontmatter():
+    text = "---\n\n# Title\n\n```yaml\nid: SPEC-6\nstatus: draft\n```\n\n## Context\n\nx\n"
+    spec = parse_spec(text)
+    assert spec.frontmatter_style == "fenced" and spec.id == "SPEC-6"

@@ -94,6 +94,7 @@ class Conversation:
         self.reflecting = False
         self.warned: set[int] = set()
         self.confirmed_at = 0
+        self.nudged = False
         self.actions: list[str] = []  # what was done, for a graceful summary
         self.wrote = False
         self.last_thought = self.last_action = self.observation = ""
@@ -120,6 +121,13 @@ class Conversation:
                     self.messages += [turn.as_message(), Message(role="user", content=(
                         "Your reply was cut off by the output limit. Continue where you "
                         "stopped."))]
+                    continue
+                if self.should_nudge():
+                    self.messages += [turn.as_message(), Message(role="user", content=(
+                        "You ended your turn without calling submit_result. If the work is "
+                        "done, call submit_result with the status, a summary, the acceptance "
+                        "criteria met and any deviations; otherwise continue working."))]
+                    self.record("nudge", reason="end_turn without submit_result")
                     continue
                 return self.finish(turn)
             verdict = self.validate(turn)
@@ -297,6 +305,17 @@ class Conversation:
         return self.rt.confirm(f"{self.agent.name} has taken {self.steps} steps. Continue?")
 
     # -- endings --------------------------------------------------------------------------------
+
+    def should_nudge(self) -> bool:
+        """Once per attempt, ask a model that stopped talking to submit its result.
+
+        Its result (status, criteria, deviations) is what the orchestrator reports; a turn
+        that just ends loses all of that.
+        """
+        if self.nudged or "submit_result" not in self.tools.names:
+            return False
+        self.nudged = True
+        return True
 
     def finish(self, turn: Turn) -> AttemptResult:
         """The model ended its turn without tools: accepted as done, without a submission."""

@@ -82,8 +82,13 @@ def _dash_block(lines: list[str], open_line: int, style: FrontmatterStyle,
     return Block(style, open_line, open_line + 1, close, text)
 
 
-def locate(text: str, doc: Doc | None = None, path: str = "<spec>") -> Block | None:
+def locate(text: str, path: str = "<spec>") -> Block | None:
     """The frontmatter block of `text`, or None. Raises SpecError for an unclosed block."""
+    return locate_dashed(text, path) or locate_fenced(Doc(text), path)
+
+
+def locate_dashed(text: str, path: str = "<spec>") -> Block | None:
+    """A `---` block at the top, or after a leading `# Title` line and/or `> blockquote`."""
     lines = split_lines(text)
     if lines and lines[0].startswith("\ufeff"):
         lines[0] = lines[0][1:]
@@ -105,13 +110,12 @@ def locate(text: str, doc: Doc | None = None, path: str = "<spec>") -> Block | N
             break
         i += 1
     if seen_prefix and i < len(lines) and _is_delim(lines[i]):
-        block = _dash_block(lines, i, "after_heading", path)
-        if block is not None:
-            return block
-    return _fenced(lines, doc if doc is not None else Doc(text), path)
+        return _dash_block(lines, i, "after_heading", path)
+    return None
 
 
-def _fenced(lines: list[str], doc: Doc, path: str) -> Block | None:
+def locate_fenced(doc: Doc, path: str = "<spec>") -> Block | None:
+    """A fenced ```` ```yaml ```` block with spec keys before the first `##` heading."""
     for tok in doc.tokens:
         if tok.type == "heading_open" and tok.level == 0 and tok.tag != "h1":
             return None

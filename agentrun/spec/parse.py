@@ -69,13 +69,13 @@ def parse_spec(text: str, path: Path | str = "<spec>") -> Spec:
                         "write the spec (frontmatter, ## Context, ## Task, ...) or pass another "
                         "file",
                         path=shown)
-    doc = Doc(text)
-    block = frontmatter.locate(text, doc, shown)
-    meta: dict = {}
+    block = frontmatter.locate_dashed(text, shown)
     if block is not None:
-        meta = frontmatter.load(block, shown)
-        if block.style != "fenced":
-            doc = Doc(text, [block.span])  # YAML lines must not read as setext headings
+        doc = Doc(text, [block.span])  # YAML lines must not read as setext headings
+    else:
+        doc = Doc(text)
+        block = frontmatter.locate_fenced(doc, shown)
+    meta = frontmatter.load(block, shown) if block is not None else {}
     spec_id = str(meta["id"]).strip() if meta.get("id") not in (None, "") else p.stem
     spec_id = spec_id or p.stem
     h1 = next((h for h in doc.headings if h.level == 1), None)

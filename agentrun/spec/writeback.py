@@ -149,12 +149,10 @@ def _doc(text: str) -> Doc:
     """Tokens of `text` with `---` frontmatter masked (its last key line and closing `---`
     would otherwise read as a setext `##` heading)."""
     try:
-        block = frontmatter.locate(text)
+        block = frontmatter.locate_dashed(text)
     except SpecError:
         block = None
-    if block is None or block.style == "fenced":
-        return Doc(text)
-    return Doc(text, [block.span])
+    return Doc(text, [block.span]) if block is not None else Doc(text)
 
 
 def _same(heading: Heading, title: str) -> bool:
