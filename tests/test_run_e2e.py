@@ -65,6 +65,13 @@ def test_orchestrated_five_groups_three_waves(tmp_path):
     # worktrees of successful workers are gone, the tree is clean
     assert run_git(root, "worktree", "list").count("\n") == 0
     assert run_git(root, "status", "--porcelain") == ""
+    # `agentrun status` shows the active spec and this run
+    status = run_agentrun(root, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    last = doc(status)
+    assert last["active_spec"] == "SPEC-10" and last["last_run"]["run_id"] == result["run_id"]
+    human = run_agentrun(root, "status")
+    assert "SPEC-10" in human.stdout and "complete" in human.stdout
 
 
 def test_failed_group_blocks_dependents_and_siblings_finish(tmp_path):
