@@ -326,3 +326,19 @@ def test_bad_flags_exit_2(tmp_path, args, words):
     root = make_project(tmp_path / "p", "SPEC-25", spec_text("SPEC-25", TWO), {"groups": {}})
     proc = run_agentrun(root, "run", "SPEC-25", *scripted(*args))
     assert proc.returncode == 2 and words in proc.stderr
+
+
+@pytest.mark.parametrize("flags", [("--in-process",), ("--max-parallel", "1")])
+def test_sequential_execution_gives_the_same_result(tmp_path, flags):
+    root = make_project(tmp_path / "p", "SPEC-27", spec_text("SPEC-27", FIVE),
+                        five_group_script())
+    proc = run_agentrun(root, "run", "SPEC-27", *scripted(*flags))
+    assert proc.returncode == 0, proc.stderr
+    result = doc(proc)
+    assert {g["status"] for g in result["groups"].values()} == {"complete"}
+    events = [json.loads(x) for x in (Path(result["run_dir"]) / "events.ndjson")
+              .read_text().splitlines()]
+    starts = [e["t"] for e in events if e["type"] == "worker_start"]
+    results = [e["t"] for e in events if e["type"] == "worker_result"]
+    # one worker at a time: each starts after the previous one returned
+    assert all(s >= r for s, r in zip(starts[1:], results[:-1], strict=True))
