@@ -43,6 +43,7 @@ from agentrun.spec.model import Spec
 SHARED_SECTIONS = ("Context", "Task", "Goal Analysis", "Requirements", "Constraints",
                    "Assumptions")
 OWN_PATHS = (".specflow/runs/", ".specflow/execution/", ".specflow/STATE.md")
+ABORTED_REASON = "the run was aborted after an earlier wave failed"
 STOP_GRACE_S = 5.0  # after SIGTERM, how long a worker may take to save its result
 
 Event = dict[str, Any]
@@ -161,7 +162,7 @@ class Orchestrator:
             if self.cancel.is_set():
                 break
             if aborted:
-                self._skip_wave(wave, "the run was aborted after an earlier wave failed")
+                self._skip_wave(wave, ABORTED_REASON)
                 continue
             aborted = self._run_wave(wave)
         return self._finish(interrupted=self.cancel.is_set())
@@ -292,29 +293,11 @@ class Orchestrator:
         workspace.create_worktree(self.root, wt_path, branch, base)
         wdir = self.run_dir / "workers" / _ref_safe(batch_id)
         wdir.mkdir(parents=True, exist_ok=True)
-        sections = {}
-        for title in SHARED_SECTIONS:
-            sec = self.spec.section(title)
-            if sec is not None:
-                sections[title.lower().replace(" ", "_")] = sec.body.strip()
-        spec_groups = [self.spec.group(g) for g in groups]
-        agent = "spec-executor" if self.plan.mode == "single" else "spec-executor-worker"
-        return Assignment(
-            run_id=self.run_id, spec_id=self.spec.id, spec_path=self._rel(self.spec.path),
-            spec_title=self.spec.title, complexity=self.spec.complexity, batch=batch_id,
-            groups=[GroupAssignment(id=g.id, title=g.title, tasks=g.tasks,
-                                    dependencies=g.dependencies, files=g.files)
-                    for g in spec_groups if g is not None],
-            sections=sections,
-            acceptance_criteria=[c.text for c in self.spec.acceptance_criteria],
-            project_md=self.project.project_text(), project_root=str(self.project.root),
-            worktree=str(wt_path), branch=branch, base_commit=base, agent=agent,
-            provider=self.options.provider, limits=self.options.limits,
-            validation_command=self.options.validation_command,
-            pricing=self.options.pricing, result_path=str(wdir / "result.json"),
-            transcript_path=str(wdir / "transcript.jsonl"),
-            progress_path=str(wdir / "progress.ndjson"),
-            interactive=self.options.interactive)
+        return make_assignment(self.project, self.spec, self.plan, self.options,
+                               run_id=self.run_id, spec_path=self._rel(self.spec.path),
+                               batch_id=batch_id, groups=groups, worktree=wt_path,
+                               branch=branch, base=base, result_path=wdir / "result.json",
+                               record_dir=wdir)
 
     def _execute(self, wave: Wave, batches) -> dict[str, WorkerResult]:
         """Run the wave's batches, at most `max_parallel` at once; returns verified results."""
@@ -454,18 +437,28 @@ class Orchestrator:
     def _collect(self, assignment: Assignment, result: WorkerResult) -> WorkerResult:
         """Check a result against the assignment and git, then record it per group."""
         ids = [g.id for g in assignment.groups] or [assignment.batch]
+        return self._verify(result, ids=ids, batch=assignment.batch, branch=assignment.branch,
+                            base=assignment.base_commit,
+                            record_dir=Path(assignment.result_path).parent)
+
+    def _verify(self, result: WorkerResult, *, ids: list[str], batch: str, branch: str,
+                base: str, record_dir: Path) -> WorkerResult:
+        """Check a result against git (`base..branch`; any ref), then record it per group.
+
+        Used for local workers and for results from CI jobs (`agentrun aggregate`).
+        """
         deviations = list(result.deviations)
         if sorted(result.groups) != sorted(ids):
             deviations.append(f"result names groups {result.groups}, assignment was {ids}")
         if self.cancel.is_set() and result.status not in ("complete",):
             result.stop_reason = "interrupted"
-        verified, rejected = workspace.verify_commits(self.root, result.commits,
-                                                      assignment.branch, assignment.base_commit)
+        exists = workspace.resolve_ref(self.root, branch) is not None
+        verified, rejected = workspace.verify_commits(self.root, result.commits, branch, base) \
+            if exists else ([], [f"{c}: {branch} does not exist" for c in result.commits])
         deviations += [f"claimed commit not verified: {r}" for r in rejected]
-        actual = workspace.commits_since(self.root, assignment.base_commit, assignment.branch) \
-            if workspace.branch_exists(self.root, assignment.branch) else []
+        actual = workspace.commits_since(self.root, base, branch) if exists else []
         created, modified, deleted = workspace.changed_files(
-            self.root, assignment.base_commit, assignment.branch) if actual else ([], [], [])
+            self.root, base, branch) if actual else ([], [], [])
         status = result.status
         if result.stop_reason == "interrupted" and status != "complete":
             status = "interrupted"
@@ -485,9 +478,8 @@ class Orchestrator:
                 cost_usd=None if result.cost_usd is None else result.cost_usd * share,
                 duration_s=result.duration_s, stop_reason=result.stop_reason)
         result.status = status if status != "interrupted" else "failed"
-        self._write_json(Path(assignment.result_path).parent / "verified-result.json",
-                         result.model_dump())
-        self._emit({"type": "worker_result", "batch": assignment.batch, "groups": ids,
+        self._write_json(record_dir / "verified-result.json", result.model_dump())
+        self._emit({"type": "worker_result", "batch": batch, "groups": ids,
                     "status": status, "error": result.error, "commits": len(actual),
                     "tokens": sum(result.usage.model_dump().values()),
                     "cost_usd": result.cost_usd, "stop_reason": result.stop_reason})
@@ -631,7 +623,7 @@ class Orchestrator:
         self._emit({"type": "run_done", "status": state.status, "run_dir": str(self.run_dir)})
         return state
 
-    def _commit_report(self) -> None:
+    def _commit_report(self, message: str | None = None) -> None:
         """Commit the spec summary, STATE.md and execution state (only those paths)."""
         paths = [self._rel(p) for p in (self.spec.path, self.project.state_md, self.state_file)
                  if Path(p).exists()]
@@ -641,7 +633,8 @@ class Orchestrator:
             return
         workspace.git("add", "--", *paths, cwd=self.root)
         workspace.git("commit", "-q", "--no-verify", "-m",
-                      f"{self.spec.id}: execution summary (run {self.run_id})", "--", *paths,
+                      message or f"{self.spec.id}: execution summary (run {self.run_id})",
+                      "--", *paths,
                       cwd=self.root, env=workspace.ensure_identity(self.root) or None)
 
     def _rel(self, path: Path) -> str:
@@ -649,6 +642,40 @@ class Orchestrator:
             return str(Path(path).resolve().relative_to(self.root.resolve()))
         except ValueError:
             return str(path)
+
+
+def make_assignment(project: Project, spec: Spec, plan: Plan, options: RunOptions, *,
+                    run_id: str, spec_path: str, batch_id: str, groups: list[str],
+                    worktree: Path, branch: str, base: str, result_path: Path,
+                    record_dir: Path) -> Assignment:
+    """The assignment for one batch: its groups and only the spec sections a worker needs.
+
+    Shared by local workers (a worktree per batch) and `agentrun worker --spec` in a CI job
+    (the job's checkout); `record_dir` receives the transcript and progress stream.
+    """
+    sections = {}
+    for title in SHARED_SECTIONS:
+        sec = spec.section(title)
+        if sec is not None:
+            sections[title.lower().replace(" ", "_")] = sec.body.strip()
+    spec_groups = [spec.group(g) for g in groups]
+    agent = "spec-executor" if plan.mode == "single" else "spec-executor-worker"
+    return Assignment(
+        run_id=run_id, spec_id=spec.id, spec_path=spec_path,
+        spec_title=spec.title, complexity=spec.complexity, batch=batch_id,
+        groups=[GroupAssignment(id=g.id, title=g.title, tasks=g.tasks,
+                                dependencies=g.dependencies, files=g.files)
+                for g in spec_groups if g is not None],
+        sections=sections,
+        acceptance_criteria=[c.text for c in spec.acceptance_criteria],
+        project_md=project.project_text(), project_root=str(project.root),
+        worktree=str(worktree), branch=branch, base_commit=base, agent=agent,
+        provider=options.provider, limits=options.limits,
+        validation_command=options.validation_command,
+        pricing=options.pricing, result_path=str(result_path),
+        transcript_path=str(record_dir / "transcript.jsonl"),
+        progress_path=str(record_dir / "progress.ndjson"),
+        interactive=options.interactive)
 
 
 def _ref_safe(text: str) -> str:

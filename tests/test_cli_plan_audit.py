@@ -150,9 +150,11 @@ def test_audit_all_reports_invalid_and_critical(example):
 
 
 def test_audit_without_static_says_what_to_do(example):
-    proc = agentrun("audit", "SPEC-001", cwd=example)
-    assert proc.returncode in (2, 3)
-    assert "--static" in proc.stderr
+    no_model = {"ANTHROPIC_API_KEY": "", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": "",
+                "AGENTRUN_PROVIDER": "", "AGENTRUN_MODEL": ""}
+    proc = agentrun("audit", "SPEC-001", cwd=example, env=no_model)
+    assert proc.returncode == 3
+    assert "ANTHROPIC_API_KEY" in proc.stderr and "--static" in proc.stderr
 
 
 def test_audit_static_scope_check_needs_decomposition(tmp_path):
@@ -199,3 +201,21 @@ def test_light_commands_do_not_import_model_sdks(example, args):
                           text=True, timeout=60)
     assert "SDKS=" in proc.stderr, proc.stderr
     assert proc.stderr.rsplit("SDKS=", 1)[1].strip() == ""
+
+
+def test_audit_junit_and_github_summary(example, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    specs = example / ".specflow/specs"
+    (specs / "SPEC-900.md").write_text(CYCLE_SPEC.replace("SPEC-7", "SPEC-900"))
+    junit = tmp_path / "audit.xml"
+    summary = tmp_path / "summary.md"
+    proc = agentrun("audit", "--static", "--junit", str(junit), cwd=example,
+                    env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)})
+    assert proc.returncode == 1
+    cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
+    assert set(cases) >= {"SPEC-001", "SPEC-002", "SPEC-900"}
+    assert cases["SPEC-900"].find("failure") is not None
+    assert cases["SPEC-001"].find("failure") is None
+    assert "SPEC-900" in summary.read_text()
+    assert "::error" in proc.stderr and "G2 -> G4 -> G3 -> G2" in proc.stderr

@@ -49,7 +49,7 @@ def test_worker_runs_an_assignment_and_writes_a_verified_result(tmp_path):
     proc = run_agentrun(tmp_path, "worker", "--assignment", path, "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads((tmp_path / "out/result.json").read_text())
-    assert RESULT_KEYS <= set(data)
+    assert set(data) >= RESULT_KEYS
     result = WorkerResult.model_validate(data)
     assert result.status == "complete" and result.stop_reason == "completed"
     assert result.files_created == ["hello.py"] and result.criteria_met == ["hello.py prints hi"]

@@ -8,6 +8,7 @@ be checked by hand; the total is what one context executing the whole spec would
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 from agentrun.errors import BadInput
 from agentrun.providers.tokens import context_window, estimate_tokens
 from agentrun.spec.model import Spec, TaskGroup
+from agentrun.spec.refs import looks_like_path
 
 DEFAULT_GROUP_MAX = 0.30
 DEFAULT_TOTAL_MAX = 0.50
@@ -24,6 +26,7 @@ DEFAULT_TOTAL_MAX = 0.50
 SHARED_SECTIONS = ("Context", "Task", "Goal Analysis", "Requirements", "Constraints",
                    "Assumptions")
 MAX_EXACT_BYTES = 2_000_000  # larger files are estimated by size: counting them is slow
+_CODE = re.compile(r"`([^`\r\n]+)`")
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,8 @@ def thresholds_from(config: Mapping[str, Any] | None, group_max: float | None = 
                     total_max: float | None = None) -> Thresholds:
     """Flags over `.specflow/config.yaml` (`audit: {group_context_max, total_context_max}`)
     over the defaults; each must be a fraction in (0, 1]."""
-    section = (config or {}).get("audit") or {}
+    section = (config or {}).get("audit")
+    section = {} if section is None else section
     if not isinstance(section, Mapping):
         raise BadInput(".specflow/config.yaml: `audit` must be a mapping",
                        "e.g. `audit: {group_context_max: 0.30, total_context_max: 0.50}`")
@@ -94,12 +98,12 @@ class ContextEstimate:
     @property
     def problems(self) -> list[str]:
         """Why the measurement says the spec needs decomposition (empty: it fits)."""
-        out = [f"{g.id} needs ~{percent(g.share)} of the {self.window:,}-token context window "
+        out = [f"{g.id} needs {approx(g.share)} of the {self.window:,}-token context window "
                f"({g.tokens:,} tokens; limit {self.thresholds.group_max:.0%}): split it into "
                "smaller groups" for g in self.groups if g.over]
         if self.total.over:
-            out.append(f"executing the whole spec in one context needs ~"
-                       f"{percent(self.total.share)} of the {self.window:,}-token window "
+            out.append(f"executing the whole spec in one context needs "
+                       f"{approx(self.total.share)} of the {self.window:,}-token window "
                        f"({self.total.tokens:,} tokens; limit {self.thresholds.total_max:.0%})"
                        ": add task groups that workers can run in separate contexts")
         return out
@@ -117,6 +121,12 @@ def percent(share: float) -> str:
     if 0 < share < 0.005:
         return "<1%"
     return f"{share:.0%}"
+
+
+def approx(share: float) -> str:
+    """"~6%", or "<1%" (already approximate)."""
+    text = percent(share)
+    return text if text.startswith("<") else f"~{text}"
 
 
 def group_text(group: TaskGroup) -> str:
@@ -169,6 +179,17 @@ class Estimator:
         return self.count(data.decode("utf-8", errors="replace"))
 
 
+def quoted_paths(spec: Spec) -> list[str]:
+    """Paths the shared sections quote in backticks: what one executor of the whole spec
+    would open even when the spec lists no "Files to Create/Modify"."""
+    out = []
+    for title in SHARED_SECTIONS:
+        sec = spec.section(title)
+        if sec is not None:
+            out += [m.strip() for m in _CODE.findall(sec.body) if looks_like_path(m.strip())]
+    return out
+
+
 def shared_parts(spec: Spec, project_md: str, est: Estimator) -> list[Part]:
     """What every worker of the spec is given, whatever its group."""
     parts = []
@@ -213,7 +234,7 @@ def estimate_context(spec: Spec, groups: list[TaskGroup], *, root: Path, project
     units = [_unit(g.id, [Part(f"group {g.id}", est.count(group_text(g))), *shared], g.files,
                    est, window, thresholds.group_max) for g in groups]
     all_files = [*spec.files_to_create, *spec.files_to_modify,
-                 *(f for g in groups for f in g.files)]
+                 *(f for g in groups for f in g.files), *quoted_paths(spec)]
     total_parts = [*(Part(f"group {g.id}", est.count(group_text(g))) for g in groups), *shared]
     total = _unit("total", total_parts, all_files, est, window, thresholds.total_max)
     total.over = total.over and single_context

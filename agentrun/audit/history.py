@@ -11,8 +11,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from agentrun.audit.estimates import ContextEstimate, UnitEstimate, percent
-
+from agentrun.audit.estimates import ContextEstimate, UnitEstimate, approx
 
 _BLOCK_START = re.compile(r"#{1,6}(?:\s|$)|>|`{3}|~{3}|[-+*](?:\s|$)|\d{1,9}[.)](?:\s|$)"
                          r"|[-=_*]{3,}|<[A-Za-z!/?]")
@@ -49,11 +48,13 @@ def estimate_table(est: ContextEstimate, proposed: ContextEstimate | None = None
     label = " (proposed)" if shown is proposed and shown is not est else ""
     rows = ["| Group | Tokens | Context | Limit |", "|-------|--------|---------|-------|"]
     for unit in shown.groups:
-        rows.append(f"| {unit.id}{label} | {unit.tokens:,} | ~{percent(unit.share)} | "
+        rows.append(f"| {unit.id}{label} | {unit.tokens:,} | {approx(unit.share)} | "
                     f"{_limit_mark(unit, est.thresholds.group_max)} |")
-    total = est.total
-    rows.append(f"| Total (one context) | {total.tokens:,} | ~{percent(total.share)} | "
-                f"{_limit_mark(total, est.thresholds.total_max, est.single_context)} |")
+    total, label = est.total, "Total (one context)"
+    if shown is not est:
+        total, label = shown.total, "Total (one context, with the proposed groups)"
+    rows.append(f"| {label} | {total.tokens:,} | {approx(total.share)} | "
+                f"{_limit_mark(total, est.thresholds.total_max, shown.single_context)} |")
     return rows
 
 
@@ -85,11 +86,11 @@ def render_entry(data: EntryData) -> str:
     est = data.estimate
     if est is not None:
         biggest = max(est.groups, key=lambda u: u.tokens, default=None)
-        line = (f"**Context Estimate:** ~{percent(est.total.share)} total "
-                f"({est.total.tokens:,} of {est.model}'s {est.window:,}-token window, "
-                f"measured with {est.method})")
+        line = (f"**Context Estimate:** {approx(est.total.share)} total "
+                f"({est.total.tokens:,} tokens of the {est.window:,}-token window of "
+                f"{est.model}, counted with {est.method})")
         if biggest is not None:
-            line += f"; largest group {biggest.id} ~{percent(biggest.share)}"
+            line += f"; largest group {biggest.id} {approx(biggest.share)}"
         out += ["", line, "", *estimate_table(est, data.proposed)]
     if data.dimensions:
         out += ["", "**Dimensions Evaluated:**"]

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrun.audit.estimates import UnitEstimate, percent
+from agentrun.audit.estimates import UnitEstimate, approx
 from agentrun.audit.verdict import ProposedGroup
 from agentrun.errors import PlanError, SpecError
 from agentrun.plan import Plan, build_plan, compute_layers
@@ -74,7 +74,7 @@ def _cell(text: str) -> str:
 def _estimate_cell(unit: UnitEstimate | None) -> str:
     if unit is None:
         return "—"
-    return f"~{percent(unit.share)} ({unit.tokens:,} tokens)"
+    return f"{approx(unit.share)} ({unit.tokens:,} tokens)"
 
 
 def render_section(groups: list[TaskGroup], layout: Plan, detected: Plan,

@@ -1,52 +1,293 @@
-"""`agentrun audit`: is the spec executable? Static checks; every spec when none is given."""
+"""`agentrun audit`: is the spec executable? Static checks, then the auditor agent; every spec
+in .specflow/specs/ when none is given."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from agentrun.cli.common import JSON_OPT, SPEC_ARG, output, relpath
-from agentrun.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from agentrun.cli.common import JSON_OPT, output, relpath
+from agentrun.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput
+
+if TYPE_CHECKING:
+    from agentrun.audit.runner import AuditOptions, ModelAccess, SpecAudit
+    from agentrun.project import Project
+
+AUDIT_SPEC_ARG = typer.Argument(None, metavar="[SPEC]", show_default=False,
+                                help="Spec file or id (default: every spec in .specflow/specs/).")
+DEFAULT_MAX_PARALLEL = 4
+STATUS_STYLE = {"APPROVED": "green", "NEEDS_REVISION": "red", "NEEDS_DECOMPOSITION": "yellow",
+                "INVALID": "bold red", "ERROR": "bold red"}
 
 
 def audit(
-    spec: str | None = SPEC_ARG,
+    spec: str | None = AUDIT_SPEC_ARG,
     static: bool = typer.Option(False, "--static",
                                 help="Static checks only (no model): structure, groups, waves."),
+    write: bool = typer.Option(False, "--write", "--fix",
+                               help="Write the auditor's proposed task groups into the spec's "
+                                    "## Implementation Tasks."),
+    dry_run: bool = typer.Option(False, "--dry-run",
+                                 help="Print the audit entry (and any generated tasks); write "
+                                      "nothing."),
+    max_parallel: int | None = typer.Option(None, "--max-parallel", min=1,
+                                            help="Specs audited at once when no SPEC is given "
+                                                 f"(default: config or {DEFAULT_MAX_PARALLEL})."),
+    group_context_max: float | None = typer.Option(
+        None, "--group-context-max",
+        help="Share of the context window one task group may need (default 0.30)."),
+    total_context_max: float | None = typer.Option(
+        None, "--total-context-max",
+        help="Share of the window a spec run in one context may need (default 0.50)."),
+    provider: str | None = typer.Option(None, "--provider", help="anthropic, openai or scripted."),
+    model: str | None = typer.Option(None, "--model", help="Model name."),
+    script: Path | None = typer.Option(None, "--script",
+                                       help="Script file for the scripted provider."),
+    max_steps: int | None = typer.Option(None, "--max-steps", min=1,
+                                         help="Auditor model turns (default 30)."),
+    token_budget: int | None = typer.Option(None, "--token-budget", min=1000,
+                                            help="Auditor tokens per run (default 200,000)."),
+    junit: Path | None = typer.Option(None, "--junit",
+                                      help="Write a JUnit XML report (one test case per spec)."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Audit a spec (or every spec in .specflow/specs/). Exit 1 on critical findings."""
-    from agentrun.errors import BadInput
+    """Audit a spec (or every spec in .specflow/specs/) with the auditor agent.
+
+    Static checks run first; a spec with critical findings stops there. The verdict is
+    APPROVED (exit 0), NEEDS_REVISION or NEEDS_DECOMPOSITION (exit 1); an invalid spec exits 2
+    and no configured model 3. The `### Audit vN` entry and the frontmatter status are written
+    into the spec unless --dry-run.
+    """
     from agentrun.project import find_project
 
     out = output(json_out)
-    if not static:
-        raise BadInput("the model-based audit is not available in this version",
-                       hint="run `agentrun audit --static` for the checks that need no model")
+    report = _ci_reports(junit)
+    if static:
+        if write:
+            raise BadInput("--write needs the auditor's proposals; --static runs no model",
+                           hint="drop --static to run the auditor, or drop --write")
+        if spec is not None:
+            raise typer.Exit(_static_one(spec, out, report))
+        project = find_project()
+        _require_specs_dir(project)
+        raise typer.Exit(_static_all(project.spec_paths(), out, report))
+    opts = {"write": write, "dry_run": dry_run, "group_context_max": group_context_max,
+            "total_context_max": total_context_max, "provider": provider, "model": model,
+            "script": script, "max_steps": max_steps, "token_budget": token_budget}
     if spec is not None:
-        raise typer.Exit(_audit_one(spec, out))
+        raise typer.Exit(_model_one(spec, out, opts, report))
     project = find_project()
+    _require_specs_dir(project)
+    parallel = max_parallel or _config_int(project, "max_parallel") or DEFAULT_MAX_PARALLEL
+    raise typer.Exit(_model_all(project, out, opts, parallel, report))
+
+
+def _ci_reports(junit: Path | None):
+    """JUnit file and GitHub summary/annotations for a finished audit (CI systems read them)."""
+
+    def report(results: list[Any]) -> None:
+        from agentrun.report.github import publish_audit
+        from agentrun.report.junit import audit_junit, write_junit
+
+        if junit is not None:
+            write_junit(junit, audit_junit(results))
+        publish_audit(results)
+
+    return report
+
+
+def _require_specs_dir(project: Project) -> None:
     if not project.specs_dir.is_dir():
         raise BadInput(f"no SPEC given and no {relpath(project.specs_dir)} directory here",
                        hint="pass a spec path, or run `agentrun init` to create .specflow/")
-    raise typer.Exit(_audit_all(project.spec_paths(), out, project.root))
 
 
-def _audit_one(spec_arg: str, out) -> int:
+# -- the model-based audit ------------------------------------------------------------------
+
+def _config_int(project: Project, key: str) -> int | None:
+    section = project.config.get("audit") or {}
+    value = section.get(key) if isinstance(section, dict) else None
+    if value is None and key == "max_parallel":
+        value = project.config.get("max_parallel")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadInput(f".specflow/config.yaml: `{key}` must be a positive integer, got "
+                       f"{value!r}", hint=f"e.g. `audit: {{{key}: 4}}`")
+    return value
+
+
+def _options(project: Project, opts: dict[str, Any]) -> AuditOptions:
+    from agentrun.audit.estimates import thresholds_from
+    from agentrun.audit.runner import AuditOptions
+
+    limits = {"max_steps": opts["max_steps"] or _config_int(project, "max_steps"),
+              "token_budget": opts["token_budget"] or _config_int(project, "token_budget")}
+    return AuditOptions(write_groups=opts["write"], dry_run=opts["dry_run"],
+                        thresholds=thresholds_from(project.config, opts["group_context_max"],
+                                                   opts["total_context_max"]),
+                        limits={k: v for k, v in limits.items() if v is not None})
+
+
+def model_access(project: Project, opts: dict[str, Any]) -> ModelAccess:
+    """Provider and model as `run` resolves them (flags > environment > config > the agent
+    definition), resolved only when a spec first needs the model."""
+    from agentrun.audit.auditor import AUDITOR
+    from agentrun.audit.runner import ModelAccess
+
+    def resolve():
+        from agentrun.agent.definitions import load_agent
+        from agentrun.providers.errors import NotConfigured
+        from agentrun.providers.registry import resolve_provider_config
+
+        agent = load_agent(AUDITOR, project.root)
+        try:
+            return resolve_provider_config(flag_provider=opts["provider"],
+                                           flag_model=opts["model"], config=project.config,
+                                           agent_model=agent.model, script=opts["script"])
+        except NotConfigured as exc:
+            raise NotConfigured(exc.message, f"{exc.hint} The checks that need no model: "
+                                             "`agentrun audit --static`.") from None
+
+    return ModelAccess(resolve)
+
+
+def _model_one(spec_arg: str, out, opts: dict[str, Any], report) -> int:
+    from agentrun.audit.runner import audit_spec
+    from agentrun.project import project_for_spec
+
+    project, path = project_for_spec(spec_arg)
+    options = _options(project, opts)
+    out.progress(f"auditing {relpath(path)}")
+    result = audit_spec(path, project, model_access(project, opts), options)
+    report([result])
+    if out.mode == "json":
+        out.json({"ok": result.ok, "dry_run": options.dry_run, **result.to_dict()})
+    else:
+        print_result(result, out, options.dry_run)
+    if result.error:
+        out.error(result.error, result.hint)
+    return result.exit_code
+
+
+def _model_all(project: Project, out, opts: dict[str, Any], max_parallel: int,
+               report) -> int:
+    from agentrun.audit.runner import audit_specs
+
+    options = _options(project, opts)
+    paths = project.spec_paths()
+    out.progress(f"auditing {len(paths)} spec(s), up to {max_parallel} at once")
+
+    def done(result: SpecAudit) -> None:
+        note = f" ({result.error})" if result.error else ""
+        out.progress(f"{result.spec_id}: {result.status}{note}")
+
+    results = audit_specs(paths, project, model_access(project, opts), options,
+                          max_parallel=max_parallel, on_result=done)
+    report(results)
+    code = exit_code_for(results)
+    summary = summarise(results)
+    if out.mode == "json":
+        out.json({"ok": code == EXIT_OK, "dry_run": options.dry_run,
+                  "specs": [r.to_dict() for r in results], "summary": summary})
+        return code
+    print_table(results, out.stdout)
+    out.stdout.print(f"{summary['total']} spec(s): {summary['approved']} approved, "
+                     f"{summary['needs_revision']} need revision, "
+                     f"{summary['needs_decomposition']} need decomposition, "
+                     f"{summary['invalid']} invalid, {summary['error']} without a verdict"
+                     + (" · dry run: nothing written" if options.dry_run else ""))
+    return code
+
+
+def exit_code_for(results: list[SpecAudit]) -> int:
+    """2 if any spec is invalid, else 1 if any is not APPROVED, else 0."""
+    if any(r.exit_code == EXIT_BAD_INPUT for r in results):
+        return EXIT_BAD_INPUT
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
+
+
+def summarise(results: list[SpecAudit]) -> dict[str, int]:
+    def count(status: str) -> int:
+        return sum(1 for r in results if r.status == status)
+
+    return {"total": len(results), "approved": count("APPROVED"),
+            "needs_revision": count("NEEDS_REVISION"),
+            "needs_decomposition": count("NEEDS_DECOMPOSITION"), "invalid": count("INVALID"),
+            "error": count("ERROR")}
+
+
+def print_table(results: list[SpecAudit], console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from agentrun.audit.estimates import approx
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("Spec", "Verdict", "Critical", "Recs", "Context", "Written", "Note"):
+        table.add_column(col)
+    for r in results:
+        style = STATUS_STYLE.get(r.status, "")
+        context = approx(r.estimate.total.share) if r.estimate else "-"
+        note = r.error or (r.tasks.rejected if r.tasks and r.tasks.rejected else "")
+        table.add_row(escape(r.spec_id), f"[{style}]{r.status}[/{style}]",
+                      str(len(r.critical)), str(len(r.recommendations)), context,
+                      f"v{r.version}" if r.written else "-", escape(note.splitlines()[0][:80]
+                                                                   if note else ""))
+    console.print(table)
+
+
+def print_result(result: SpecAudit, out, dry_run: bool) -> None:
+    """One spec's audit for a terminal or a CI log."""
+    from rich.markup import escape
+
+    console = out.stdout
+    style = STATUS_STYLE.get(result.status, "")
+    how = ("stopped by static checks" if result.source == "static"
+           else f"auditor: {result.steps} step{'s' * (result.steps != 1)}, "
+                f"{result.usage.total:,} tokens"
+           + (", verdict re-asked once" if result.asks > 1 else ""))
+    console.print(f"[bold]{escape(result.spec_id)}[/bold] ({escape(relpath(result.path))}): "
+                  f"[{style}]{result.status}[/{style}]  [dim]({escape(how)})[/dim]")
+    if result.status == "ERROR":
+        return
+    if result.entry:
+        console.print()
+        console.print(escape(result.entry))
+    if result.tasks and result.tasks.section and dry_run:
+        console.print()
+        console.print("[bold]Generated ## Implementation Tasks (not written):[/bold]")
+        console.print(escape(result.tasks.section.rstrip()))
+    console.print()
+    if result.written:
+        console.print(f"Written to {escape(relpath(result.path))}: Audit v{result.version}, "
+                      f"status: {result.frontmatter_status}"
+                      + (", ## Implementation Tasks" if result.tasks and result.tasks.generated
+                         else ""))
+    else:
+        console.print(f"Dry run: nothing written (status would become "
+                      f"{result.frontmatter_status})")
+
+
+# -- static checks only ---------------------------------------------------------------------
+
+def _static_one(spec_arg: str, out, report) -> int:
     from agentrun.audit.static import static_audit
     from agentrun.cli.common import load
 
     _project, parsed = load(spec_arg)
     result = static_audit(parsed)
+    report([result])
     if out.mode == "json":
         out.json({"ok": not result.critical, **result.to_dict()})
     else:
-        _print_audit(result, out.stdout)
+        _print_static(result, out.stdout)
     return EXIT_FAILED if result.critical else EXIT_OK
 
 
-def _print_audit(result, console) -> None:
+def _print_static(result, console) -> None:
     from rich.markup import escape
 
     from agentrun.cli.render import findings
@@ -58,7 +299,7 @@ def _print_audit(result, console) -> None:
     findings(result.findings, console)
 
 
-def _audit_all(paths: list[Path], out, root: Path) -> int:
+def _static_all(paths: list[Path], out, report) -> int:
     from rich.table import Table
 
     from agentrun.audit.static import static_audit
@@ -82,6 +323,7 @@ def _audit_all(paths: list[Path], out, root: Path) -> int:
         rows.append((result.spec_id, result.verdict, str(counts["critical"]),
                      str(counts["warning"]), ""))
     code = EXIT_BAD_INPUT if invalid else EXIT_FAILED if failing else EXIT_OK
+    report(docs)
     if out.mode == "json":
         out.json({"ok": code == EXIT_OK, "specs": docs,
                   "summary": {"total": len(paths), "invalid": invalid, "critical": failing}})

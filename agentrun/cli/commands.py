@@ -10,6 +10,7 @@ def register(app: typer.Typer) -> None:
         return
     app._agentrun_registered = True  # type: ignore[attr-defined]
     from agentrun.cli import (
+        aggregate_cmd,
         audit_cmd,
         demo_cmd,
         init_cmd,
@@ -23,6 +24,7 @@ def register(app: typer.Typer) -> None:
     app.command("audit")(audit_cmd.audit)
     app.command("run")(run_cmd.run)
     app.command("worker")(worker_cmd.worker)
+    app.command("aggregate")(aggregate_cmd.aggregate)
     app.command("status")(status_cmd.status)
     app.command("init")(init_cmd.init)
     app.command("demo")(demo_cmd.demo)

@@ -13,6 +13,14 @@ def plan(
     max_workers: int | None = typer.Option(
         None, "--max-workers", min=1,
         help="Pack each wave into at most this many workers (up to 3 groups each)."),
+    matrix: bool = typer.Option(
+        False, "--matrix",
+        help="Print the CI job matrix of every wave as one line of JSON: "
+             '{"spec", "spec_path", "mode", "wave_count", "waves": [{"include": [{"wave", '
+             '"label", "batch", "groups", "branch"}, ...]}, ...]}. Each waves[i] is a GitHub '
+             "Actions matrix: `strategy.matrix: ${{ fromJSON(needs.plan.outputs.matrix)"
+             ".waves[0] }}`; each entry's `groups` goes to `agentrun worker --spec SPEC "
+             "--groups ...`. See examples/ci/github-actions.yml."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Show the execution plan: mode and why, waves, worker batches, lint findings."""
@@ -25,6 +33,17 @@ def plan(
         raise BadInput(f"invalid --mode {mode!r}", hint="use --mode single or --mode orchestrated")
     _project, parsed = load(spec)
     result = build_plan(parsed, mode=mode, max_workers=max_workers)  # type: ignore[arg-type]
+    if matrix:
+        import json
+
+        from agentrun.aggregate import ci_matrix
+        from agentrun.cli.common import relpath
+
+        # one line, so that `echo "matrix=$(agentrun plan SPEC --matrix)" >> $GITHUB_OUTPUT`
+        # works as it is
+        doc = ci_matrix(parsed, result, relpath(parsed.path))
+        typer.echo(json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
+        return
     if out.mode == "json":
         out.json({"ok": True, "spec": {"id": parsed.id, "title": parsed.title,
                                        "status": parsed.status, "path": str(parsed.path)},

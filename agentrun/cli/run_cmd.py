@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from agentrun.cli.ci_report import EVENTS_HELP, JUNIT_HELP
 from agentrun.cli.common import JSON_OPT, SPEC_ARG, output
 from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, AgentrunError, BadInput
 
@@ -53,6 +54,8 @@ def run(
                                     help="Run workers in this process, one at a time."),
     interactive: bool = typer.Option(False, "--interactive",
                                      help="Let agents ask before risky steps (TTY only)."),
+    junit: Path | None = typer.Option(None, "--junit", metavar="FILE", help=JUNIT_HELP),
+    events: str | None = typer.Option(None, "--events", metavar="FILE|-", help=EVENTS_HELP),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Execute a spec: plan, run workers wave by wave, merge, and write the summary."""
@@ -63,12 +66,13 @@ def run(
         resume=resume, provider=provider, model=model, script=script, record=record,
         max_steps=max_steps, token_budget=token_budget, worker_timeout=worker_timeout,
         max_retries=max_retries, validation_command=validation_command,
-        sequential=sequential, interactive=interactive)
+        sequential=sequential, interactive=interactive, junit=junit, events=events)
     raise typer.Exit(code)
 
 
 def execute(spec_arg: str | None, out, **opts: Any) -> int:
     """The body of `run` (also used by `demo`); returns the exit code."""
+    from agentrun.cli.ci_report import event_stream, publish_reports
     from agentrun.cli.common import load
     from agentrun.cli.live import progress_for
     from agentrun.cli.render import plan_summary
@@ -134,10 +138,12 @@ def execute(spec_arg: str | None, out, **opts: Any) -> int:
         validation_command=opts["validation_command"] or config.get("validation_command"),
         interactive=opts["interactive"] and tty, use_processes=not opts["sequential"],
         pricing=config.get("pricing") or {}, ask_continue=ask, warnings=warnings)
-    with progress_for(out) as progress:
-        orchestrator = Orchestrator(project, spec, plan, options, on_event=progress)
+    with progress_for(out) as progress, \
+            event_stream(opts.get("events"), progress, out) as on_event:
+        orchestrator = Orchestrator(project, spec, plan, options, on_event=on_event)
         state = orchestrator.run()
     _report(out, state, orchestrator)
+    publish_reports(out, state, spec, opts.get("junit"))
     if state.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_OK if state.status == "complete" else EXIT_FAILED

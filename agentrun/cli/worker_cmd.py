@@ -1,40 +1,257 @@
-"""`agentrun worker`: run one assignment (the process the orchestrator starts, or a CI job)."""
+"""`agentrun worker`: run one batch of task groups.
+
+Two forms. `--assignment FILE` is the process the local orchestrator starts. `--spec SPEC
+--groups G2,G3 --out FILE` is a CI matrix job: it runs the batch in the current checkout on the
+branch `agentrun/<spec>/<batch>` with the same worker code, and leaves pushing the branch to
+the job.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from agentrun.cli.common import JSON_OPT, output
-from agentrun.errors import EXIT_FAILED, EXIT_OK
+from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, CannotStart
 
 
 def worker(
-    assignment: Path = typer.Option(..., "--assignment", help="Assignment JSON to execute."),
+    assignment: Path | None = typer.Option(None, "--assignment",
+                                           help="Assignment JSON to execute (local form)."),
+    spec: str | None = typer.Option(None, "--spec", help="CI form: the spec file or id."),
+    groups: str | None = typer.Option(
+        None, "--groups", help="CI form: the batch's groups (`G2,G3`) or batch id, as in the "
+                               "matrix entry's `groups`."),
+    base: str | None = typer.Option(None, "--base",
+                                    help="CI form: commit to branch from (default HEAD)."),
+    out_path: Path | None = typer.Option(None, "--out", help="CI form: where to write the "
+                                                             "result JSON."),
+    mode: str | None = typer.Option(None, "--mode", help="CI form: as given to `plan`."),
+    max_workers: int | None = typer.Option(None, "--max-workers", min=1,
+                                           help="CI form: as given to `plan`."),
+    provider: str | None = typer.Option(None, "--provider",
+                                        help="anthropic, openai or scripted."),
+    model: str | None = typer.Option(None, "--model", help="Model name."),
+    script: Path | None = typer.Option(None, "--script",
+                                       help="Script file for the scripted provider."),
+    max_steps: int | None = typer.Option(None, "--max-steps", min=1),
+    token_budget: int | None = typer.Option(None, "--token-budget", min=1000),
+    worker_timeout: float | None = typer.Option(None, "--worker-timeout", min=1,
+                                                help="Seconds the agent may take."),
+    max_retries: int | None = typer.Option(None, "--max-retries", min=0),
+    validation_command: str | None = typer.Option(
+        None, "--validate", help="Command that must pass before work counts as done."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Execute one worker assignment and write its result JSON (exit 1 unless complete)."""
+    """Execute one worker batch and write its result JSON.
+
+    Local form (started by `agentrun run`): --assignment FILE.
+
+    CI form (one entry of `agentrun plan SPEC --matrix`): --spec SPEC --groups G2,G3
+    [--base REF] --out result.json. Runs the batch in this checkout on the branch
+    agentrun/<spec>/<batch>, created from --base (default HEAD), commits there and writes
+    the result (with its branch and base commit) to --out. agentrun does not push: the job
+    pushes the branch for `agentrun aggregate`, e.g.
+    `git push --force origin HEAD:refs/heads/agentrun/SPEC-1/G2`. Write --out outside the
+    checkout. Jobs of wave 2 and later run on the commit the previous wave's `agentrun
+    aggregate` pushed; a batch whose dependencies failed writes a `blocked` result without
+    calling the model.
+
+    Exit codes: 0 complete · 1 failed, partial or blocked · 2 bad input (unknown groups, bad
+    --base) · 3 could not start (dirty checkout, previous wave not aggregated, branch
+    exists, no model) · 130 interrupted.
+    """
     import signal
     import threading
 
-    from agentrun.protocol import Assignment
-    from agentrun.worker import run_assignment
-
     out = output(json_out)
-    parsed = Assignment.read(assignment)
+    ci_given = [n for n, v in (("--spec", spec), ("--groups", groups), ("--out", out_path))
+                if v is not None]
+    if assignment is not None and ci_given:
+        raise BadInput(f"--assignment cannot be combined with {', '.join(ci_given)}",
+                       hint="use either --assignment FILE or --spec SPEC --groups G1 --out FILE")
     cancel = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: cancel.set())
+    if assignment is not None:
+        raise typer.Exit(_local(assignment, out, cancel))
+    missing = [n for n, v in (("--spec", spec), ("--groups", groups), ("--out", out_path))
+               if v is None]
+    if missing:
+        raise BadInput(f"missing {', '.join(missing)}",
+                       hint="run a CI batch with --spec SPEC --groups G1,G2 --out result.json, "
+                            "or an assignment with --assignment FILE")
+    if mode not in (None, "single", "orchestrated"):
+        raise BadInput(f"invalid --mode {mode!r}", hint="use single or orchestrated")
+    opts = {"mode": mode, "max_workers": max_workers, "provider": provider, "model": model,
+            "script": script, "max_steps": max_steps, "token_budget": token_budget,
+            "worker_timeout": worker_timeout, "max_retries": max_retries,
+            "validation_command": validation_command}
+    raise typer.Exit(_ci(spec, groups, base, out_path, opts, out, cancel))  # type: ignore[arg-type]
+
+
+
+def _local(assignment: Path, out, cancel) -> int:
+    from agentrun.protocol import Assignment
+    from agentrun.worker import run_assignment
+
+    parsed = Assignment.read(assignment)
     result = run_assignment(parsed, cancel)
-    if out.mode == "json":
-        out.json(result.model_dump())
+    _print(out, result.model_dump(), parsed.result_path)
+    return _code(result.status, result.stop_reason)
+
+
+def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: dict[str, Any],
+        out, cancel) -> int:
+    from agentrun import workspace
+    from agentrun.aggregate import (
+        BLOCKING,
+        batch_ids,
+        ci_branch,
+        describe_batches,
+        find_batch,
+        previous_waves_problem,
+        read_state_at,
+    )
+    from agentrun.cli.common import load
+    from agentrun.fsutil import atomic_write_json
+    from agentrun.plan import build_plan
+    from agentrun.protocol import WorkerResult
+
+    project, spec = load(spec_arg)
+    plan = build_plan(spec, mode=opts["mode"], max_workers=opts["max_workers"])
+    match = find_batch(plan, groups)
+    if match is None:
+        raise BadInput(f"{groups} is not a worker batch of {spec.id}'s plan "
+                       f"({describe_batches(plan)})",
+                       hint="pass one matrix entry's `groups` from `agentrun plan SPEC --matrix` "
+                            "(with the same --mode/--max-workers)")
+    wave, batch = match
+    ids = batch_ids(batch)
+    root = workspace.repo_root(project.root)
+    base = workspace.resolve_ref(root, base_arg or "HEAD")
+    if base is None:
+        raise BadInput(f"--base {base_arg or 'HEAD'} is not a commit in {root}",
+                       hint="pass a branch, tag or commit that exists in this checkout")
+    dirty = workspace.dirty_paths(root)
+    if dirty:
+        raise CannotStart(f"uncommitted changes in the checkout: {', '.join(dirty[:5])}",
+                          hint="a CI worker commits everything in the checkout: run it in a "
+                               "clean clone, and write --out outside it")
+    spec_rel = _rel(spec.path, root)
+    state_rel = _rel(project.execution_dir / f"{spec.id}-state.json", root)
+    state = read_state_at(root, base, state_rel)
+    problem = previous_waves_problem(root, plan, state, wave, base, f"--base {base[:12]}")
+    if problem:
+        raise CannotStart(problem, hint="run this job on the commit the previous wave's "
+                                        "`agentrun aggregate` pushed (check out the branch tip, "
+                                        "not the workflow's triggering commit)")
+    blocked = None
+    if state is not None and wave.number > 1:
+        if state.status != "running":
+            own = state.groups.get(ids[0])
+            blocked = (own.error if own and own.status == "blocked" and own.error
+                       else f"run {state.run_id} already ended ({state.status})")
+        else:
+            deps = {d for gid in ids for d in (spec.group(gid).dependencies
+                                               if spec.group(gid) else [])}
+            failed = sorted(d for d in deps if d in state.groups
+                            and state.groups[d].status in BLOCKING)
+            if failed:
+                blocked = f"dependency {', '.join(failed)} did not complete"
+    branch = ci_branch(spec.id, batch.id)
+    _switch(root, branch, base)
+    extras: dict[str, Any] = {"spec": spec.id, "wave": wave.number, "base_commit": base,
+                              "provider": None, "model": None}
+    if blocked:
+        result = WorkerResult(group=ids[0], groups=ids, status="blocked", error=blocked,
+                              batch=batch.id, branch=branch, worktree=str(root))
+        out.progress(f"{', '.join(ids)}: blocked — {blocked}")
     else:
-        out.stdout.print(f"{', '.join(result.groups)}: {result.status} "
-                         f"({len(result.commits)} commit(s), stop: {result.stop_reason})")
-        if result.error:
-            out.stdout.print(f"error: {result.error}")
-        out.stdout.print(f"result: {parsed.result_path}")
-    if result.stop_reason == "interrupted":
-        raise typer.Exit(130)
-    raise typer.Exit(EXIT_OK if result.status == "complete" else EXIT_FAILED)
+        result = _run(project, spec, plan, batch.id, ids, root, branch, base, spec_rel,
+                      state.run_id if state and wave.number > 1 else "ci", out_path, opts,
+                      extras, cancel)
+    atomic_write_json(out_path, {**result.model_dump(), **extras})
+    _print(out, {**result.model_dump(), **extras}, str(out_path))
+    return _code(result.status, result.stop_reason)
+
+
+def _run(project, spec, plan, batch_id, ids, root, branch, base, spec_rel, run_id, out_path,
+         opts, extras, cancel):
+    from agentrun import workspace
+    from agentrun.cli.run_cmd import _provider_config
+    from agentrun.orchestrator import RunOptions, make_assignment
+    from agentrun.protocol import ProviderSettings, WorkerLimits
+    from agentrun.worker import run_assignment
+
+    config = project.config
+    cfg = _provider_config(project, plan, opts)
+    settings = ProviderSettings(provider=cfg.provider, model=cfg.model, base_url=cfg.base_url,
+                                max_retries=cfg.max_retries, timeout_s=cfg.timeout_s,
+                                script=str(Path(cfg.script).resolve()) if cfg.script else None)
+    limits = WorkerLimits(
+        max_steps=opts["max_steps"] or config.get("max_steps"),
+        token_budget=opts["token_budget"] or config.get("token_budget", 100_000),
+        timeout_s=opts["worker_timeout"] or config.get("worker_timeout_s", 1800.0),
+        max_retries=opts["max_retries"] if opts["max_retries"] is not None
+        else config.get("retries", 3))
+    options = RunOptions(provider=settings, limits=limits,
+                         validation_command=opts["validation_command"]
+                         or config.get("validation_command"),
+                         pricing=config.get("pricing") or {})
+    extras.update(provider=cfg.provider, model=cfg.model)
+    git_dir = Path(workspace.git("rev-parse", "--absolute-git-dir", cwd=root))
+    record_dir = git_dir / "agentrun" / branch.removeprefix("agentrun/")
+    record_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("transcript.jsonl", "progress.ndjson"):
+        (record_dir / name).unlink(missing_ok=True)
+    assignment = make_assignment(project, spec, plan, options, run_id=run_id,
+                                 spec_path=spec_rel, batch_id=batch_id, groups=ids,
+                                 worktree=root, branch=branch, base=base,
+                                 result_path=Path(out_path).absolute(), record_dir=record_dir)
+    return run_assignment(assignment, cancel)
+
+
+def _switch(root: Path, branch: str, base: str) -> None:
+    """Check out `branch` at `base`: created here, or reused when it already points there."""
+    from agentrun import workspace
+
+    existing = workspace.resolve_ref(root, f"refs/heads/{branch}")
+    if existing is None:
+        workspace.git("switch", "--quiet", "-c", branch, base, cwd=root)
+    elif existing == base:
+        workspace.git("switch", "--quiet", branch, cwd=root)
+    else:
+        raise CannotStart(f"branch {branch} already exists at {existing[:12]}, not at the base "
+                          f"{base[:12]}",
+                          hint=f"run in a fresh clone, or delete it: `git branch -D {branch}`")
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _print(out, doc: dict[str, Any], where: str) -> None:
+    if out.mode == "json":
+        out.json(doc)
+        return
+    out.stdout.print(f"{', '.join(doc['groups'])}: {doc['status']} "
+                     f"({len(doc['commits'])} commit(s), stop: {doc['stop_reason']})",
+                     markup=False)
+    if doc.get("error"):
+        out.stdout.print(f"error: {doc['error']}", markup=False)
+    if doc.get("base_commit") and doc.get("branch"):
+        out.stdout.print(f"branch: {doc['branch']} (push it for `agentrun aggregate`)",
+                         markup=False)
+    out.stdout.print(f"result: {where}", markup=False)
+
+
+def _code(status: str, stop_reason: str) -> int:
+    if stop_reason == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_OK if status == "complete" else EXIT_FAILED

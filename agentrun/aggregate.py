@@ -1,0 +1,441 @@
+"""Waves fanned out across CI jobs: the job matrix, branch names, and aggregation of results.
+
+A CI system (GitHub Actions matrix jobs, GitLab parallel jobs) is the distributed engine: one
+job per worker batch runs `agentrun worker --spec ... --groups ...` in its own clone, commits on
+`agentrun/<spec>/<batch>` and pushes that branch; one job per wave then runs `agentrun aggregate`,
+which verifies every result against the fetched branches and merges them with the very code a
+local `agentrun run` uses (`Orchestrator._run_wave`: verification, merge order, failure rules,
+reporting). The execution state committed by each aggregate is what the next wave's jobs and
+aggregate continue from, so a later wave can only run once the previous one is aggregated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentrun import workspace
+from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
+from agentrun.orchestrator import (
+    ABORTED_REASON,
+    Event,
+    Orchestrator,
+    RunOptions,
+    _ref_safe,
+    now_text,
+)
+from agentrun.plan import Batch, Plan, Wave
+from agentrun.project import Project
+from agentrun.protocol import WorkerResult
+from agentrun.report.execution_state import RunState, load_state
+from agentrun.spec.model import Spec
+
+BLOCKING = ("failed", "blocked", "interrupted")  # a dependency in these blocks dependents
+RESULT_HINT = ("pass the result JSON files the wave's `agentrun worker --spec ... --out FILE` "
+               "jobs wrote (e.g. downloaded artifacts)")
+
+
+# --- naming and the matrix -------------------------------------------------------------------
+
+def ci_branch(spec_id: str, batch_id: str) -> str:
+    """The branch a CI worker commits on: `agentrun/<spec>/<batch>` (no run id: jobs of one
+    workflow run must agree on it without talking to each other)."""
+    return f"agentrun/{_ref_safe(spec_id)}/{_ref_safe(batch_id)}"
+
+
+def batch_ids(batch: Batch) -> list[str]:
+    """The group ids a batch stands for; a spec without groups is one unit named by the batch."""
+    return batch.groups or [batch.id]
+
+
+def find_batch(plan: Plan, value: str) -> tuple[Wave, Batch] | None:
+    """The plan's batch named by `value`: a batch id (`G2_G3`, `single`) or its groups in any
+    order (`G2,G3`)."""
+    wanted = sorted({v.strip() for v in value.split(",") if v.strip()})
+    for wave in plan.waves:
+        for batch in wave.batches:
+            if wanted == [batch.id] or wanted == sorted(batch_ids(batch)):
+                return wave, batch
+    return None
+
+
+def describe_batches(plan: Plan) -> str:
+    return "; ".join(f"wave {w.label}: " + ", ".join(",".join(batch_ids(b)) for b in w.batches)
+                     for w in plan.waves)
+
+
+def ci_matrix(spec: Spec, plan: Plan, spec_path: str) -> dict[str, Any]:
+    """The plan as CI job matrices, one per wave.
+
+    Each `waves[i]` is a complete GitHub Actions matrix (`{"include": [...]}`, nothing else), so
+    a workflow uses it as `strategy.matrix: ${{ fromJSON(needs.plan.outputs.matrix).waves[0] }}`.
+    Every entry names the wave, the batch, its groups (the `--groups` value) and the branch the
+    job pushes.
+    """
+    waves = []
+    for wave in plan.waves:
+        waves.append({"include": [
+            {"wave": wave.number, "label": wave.label, "batch": batch.id,
+             "groups": ",".join(batch_ids(batch)), "branch": ci_branch(spec.id, batch.id)}
+            for batch in wave.batches]})
+    return {"spec": spec.id, "spec_path": spec_path, "mode": plan.mode,
+            "wave_count": len(plan.waves), "waves": waves}
+
+
+# --- the execution state between waves -------------------------------------------------------
+
+def landed_refs(state: RunState, gid: str) -> list[str]:
+    """Commits that prove a merged group's work: its merge commit, else its own commits."""
+    group = state.groups.get(gid)
+    if group is None or group.status not in ("complete", "partial"):
+        return []
+    return [group.merge_commit] if group.merge_commit else list(group.commits)
+
+
+def previous_waves_problem(root: Path, plan: Plan, state: RunState | None, wave: Wave,
+                           at: str, where: str) -> str | None:
+    """Why `wave` cannot run on commit `at` yet, or None when it can.
+
+    Every earlier wave must be aggregated in `state`, and the work it merged must be in the
+    history of `at` (`where` names that commit in messages).
+    """
+    if wave.number == 1:
+        return None
+    earlier = plan.waves[:wave.number - 1]
+    if state is None:
+        return (f"wave {wave.label} needs wave {earlier[-1].label} aggregated first, but "
+                f"{where} has no execution state for {plan.spec_id}")
+    if [w.groups for w in state.waves] != [w.groups for w in plan.waves]:
+        return (f"the execution state of {plan.spec_id} (run {state.run_id}) was written for "
+                "another plan of this spec (its waves differ)")
+    for w in earlier:
+        status = state.waves[w.number - 1].status
+        if status not in ("done", "skipped"):
+            return (f"wave {wave.label} needs wave {w.label} aggregated first (run "
+                    f"{state.run_id} has wave {w.label} {status})")
+        for gid in w.groups:
+            for ref in landed_refs(state, gid):
+                if workspace.resolve_ref(root, ref) is None or \
+                        not workspace.is_ancestor(root, ref, at):
+                    return (f"{gid} of wave {w.label} was merged as {ref[:12]}, which is not in "
+                            f"the history of {where}")
+    return None
+
+
+def read_state_at(root: Path, commit: str, rel_path: str) -> RunState | None:
+    """The execution state as committed in `commit` (None when absent or unreadable)."""
+    proc = workspace.run_git("show", f"{commit}:{rel_path}", cwd=root)
+    if proc.returncode != 0:
+        return None
+    try:
+        return RunState.from_dict(json.loads(proc.stdout))
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+# --- result files ----------------------------------------------------------------------------
+
+@dataclass
+class CIResult:
+    """One result file of a CI job, matched to its batch of the plan."""
+
+    path: Path
+    result: WorkerResult
+    wave: Wave
+    batch: Batch
+    branch: str  # the branch name the job committed on
+    base_commit: str | None = None  # the commit the job started from, as it reported it
+    provider: str | None = None
+    model: str | None = None
+    ref: str | None = None  # the git ref holding the branch here (local or remote-tracking)
+
+
+def read_results(paths: Iterable[Path], spec: Spec, plan: Plan) -> list[CIResult]:
+    """Read and match result files; BadInput (exit 2) names the first file that is unusable."""
+    known = set(plan.group_ids) | {b.id for w in plan.waves for b in w.batches if not b.groups}
+    found: list[CIResult] = []
+    seen: dict[str, Path] = {}
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise BadInput(f"result file not found: {path}", hint=RESULT_HINT)
+        try:
+            result = WorkerResult.read(path)
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise BadInput(str(exc), hint=RESULT_HINT) from None
+        named = data.get("spec")
+        if named and named != spec.id:
+            raise BadInput(f"{path} is a result for {named}, not {spec.id}",
+                           hint="aggregate each spec's results separately")
+        ids = list(result.groups or [result.group])
+        unknown = [g for g in ids if g not in known]
+        if unknown:
+            raise BadInput(f"{path} is a result for {', '.join(unknown)}, which "
+                           f"{'is' if len(unknown) == 1 else 'are'} not in the plan of "
+                           f"{spec.id} (groups: {', '.join(sorted(known)) or 'none'})",
+                           hint="pass only this spec's results; if the spec changed, plan and "
+                                "run the workers again (`agentrun plan SPEC --matrix`)")
+        match = find_batch(plan, ",".join(ids))
+        if match is None:
+            raise BadInput(f"{path} covers groups {', '.join(ids)}, which are not one worker "
+                           f"batch of the plan ({describe_batches(plan)})",
+                           hint="give `aggregate` the same --mode/--max-workers as `plan "
+                                "--matrix`")
+        wave, batch = match
+        if batch.id in seen:
+            raise BadInput(f"two results for batch {batch.id}: {seen[batch.id]} and {path}",
+                           hint="pass one result per matrix job")
+        seen[batch.id] = path
+        found.append(CIResult(path=path, result=result, wave=wave, batch=batch,
+                              branch=result.branch or ci_branch(spec.id, batch.id),
+                              base_commit=_text(data.get("base_commit")),
+                              provider=_text(data.get("provider")),
+                              model=_text(data.get("model"))))
+    if not found:
+        raise BadInput("no result files given", hint=RESULT_HINT)
+    waves = sorted({r.wave.number for r in found})
+    if len(waves) > 1:
+        labels = ", ".join(plan.waves[n - 1].label for n in waves)
+        raise BadInput(f"the results span waves {labels}; aggregate one wave at a time, in order",
+                       hint="pass only the results of the wave that just ran")
+    return found
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if isinstance(value, str) and value else None
+
+
+def resolve_branch(root: Path, branch: str, remote: str) -> str | None:
+    """The ref holding `branch`: the local branch, else `<remote>/<branch>` after a fetch."""
+    for ref in (f"refs/heads/{branch}", f"refs/remotes/{remote}/{branch}"):
+        if workspace.resolve_ref(root, ref) is not None:
+            return ref
+    return None
+
+
+# --- aggregation -----------------------------------------------------------------------------
+
+@dataclass
+class Aggregation:
+    state: RunState
+    wave: Wave
+    next_wave: Wave | None  # the wave CI runs next (None when the run is finished)
+    aggregator: Aggregator
+
+    @property
+    def finished(self) -> bool:
+        return self.next_wave is None
+
+    @property
+    def exit_code(self) -> int:
+        """`run`'s codes: 130 interrupted; 0 when everything aggregated so far completed."""
+        if self.state.status == "interrupted":
+            return EXIT_INTERRUPTED
+        if self.finished:
+            return EXIT_OK if self.state.status == "complete" else EXIT_FAILED
+        done = [g for w in self.state.waves[:self.wave.number] for g in w.groups]
+        ok = all(self.state.groups[g].status == "complete" for g in done)
+        return EXIT_OK if ok else EXIT_FAILED
+
+
+class Aggregator(Orchestrator):
+    """An orchestrator whose workers already ran in CI jobs: `_execute` reads their results."""
+
+    def __init__(self, project: Project, spec: Spec, plan: Plan, options: RunOptions,
+                 results: list[CIResult], wave: Wave, previous: RunState | None,
+                 on_event: Callable[[Event], None] | None = None) -> None:
+        super().__init__(project, spec, plan, options, on_event=on_event)
+        self.results = {r.batch.id: r for r in results}
+        self.wave = wave
+        self.previous = previous
+        if wave.number > 1 and previous is not None:  # continue the run wave 1 started
+            self.run_id = previous.run_id
+            self.run_dir = project.runs_dir / self.run_id
+
+    def aggregate(self) -> RunState:
+        return self._session(self._aggregate)
+
+    def _initial_state(self) -> RunState:
+        if self.wave.number == 1 or self.previous is None:
+            return super()._initial_state()
+        return self.previous
+
+    def _aggregate(self) -> RunState:
+        self.state = self._initial_state()
+        total = len(self.plan.waves)
+        self._emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
+                    "mode": self.plan.mode, "waves": total, "run_dir": str(self.run_dir),
+                    "aggregate_wave": self.wave.label})
+        if self.wave.number == 1:
+            self._save(progress=f"Wave 1/{total} (0%)", status="running")
+        aborted = self._run_wave(self.wave)
+        if self.cancel.is_set():
+            return self._finish(interrupted=True)
+        if aborted:
+            for later in self.plan.waves[self.wave.number:]:
+                self._skip_wave(later, ABORTED_REASON)
+            return self._finish(interrupted=False)
+        if self.wave.number == total:
+            return self._finish(interrupted=False)
+        return self._pause()
+
+    def _execute(self, wave: Wave, batches) -> dict[str, WorkerResult]:
+        """Verify the CI jobs' results against their fetched branches (no workers run here)."""
+        assert self.state is not None
+        verified: dict[str, WorkerResult] = {}
+        head = workspace.head_commit(self.root)
+        for batch in batches:
+            ids = batch_ids(batch)
+            ci = self.results.get(batch.id)
+            if ci is None:  # only with --allow-missing
+                branch = ci_branch(self.spec.id, batch.id)
+                result = WorkerResult(group=ids[0], groups=ids, status="failed",
+                                      stop_reason="error", batch=batch.id, branch=branch,
+                                      error="no result file: the CI job of this batch "
+                                            "delivered none")
+                ref, base = branch, head
+            else:
+                result, branch = ci.result, ci.branch
+                ref = ci.ref or branch
+                base = self._base_of(ci, head)
+            for gid in ids:
+                self.state.groups[gid].branch = branch
+            record_dir = self.run_dir / "workers" / _ref_safe(batch.id)
+            record_dir.mkdir(parents=True, exist_ok=True)
+            verified[batch.id] = self._verify(result, ids=ids, batch=batch.id, branch=ref,
+                                              base=base, record_dir=record_dir)
+            verified[batch.id].branch = ref  # merged from the ref that holds it here
+        return verified
+
+    def _base_of(self, ci: CIResult, head: str) -> str:
+        """The commit the job started from: as reported when git confirms it, else the
+        merge base of its branch and HEAD."""
+        if ci.ref is None:
+            return head
+        if ci.base_commit:
+            sha = workspace.resolve_ref(self.root, ci.base_commit)
+            if sha and workspace.is_ancestor(self.root, sha, ci.ref):
+                return sha
+        out = workspace.git("merge-base", head, ci.ref, cwd=self.root, check=False).strip()
+        return out or head
+
+    def _pause(self) -> RunState:
+        """Between waves: save the state, an interim summary and STATE.md, and commit them,
+        so the next wave's jobs (and its aggregate) start from this commit."""
+        from agentrun.fsutil import atomic_write_text
+        from agentrun.report.execution_state import save_state
+        from agentrun.report.state_md import StateUpdate, update_state_file
+        from agentrun.report.summary import render_summary
+        from agentrun.spec.writeback import upsert_section
+
+        assert self.state is not None
+        state = self.state
+        total = len(self.plan.waves)
+        nxt = self.plan.waves[self.wave.number]
+        save_state(self.state_file, state)
+        when = now_text()
+        text = self.spec.path.read_text(encoding="utf-8")
+        body = render_summary(state, [c.text for c in self.spec.acceptance_criteria], when)
+        new = upsert_section(text, "Execution Summary", body)
+        if new != text:
+            atomic_write_text(self.spec.path, new)
+        update_state_file(self.project.state_md, StateUpdate(
+            spec_id=self.spec.id, status="running", run_id=self.run_id, mode=self.plan.mode,
+            progress=f"Wave {nxt.number}/{total} ({round(100 * self.wave.number / total)}%)",
+            when=when, next_step=f"CI: run wave {nxt.label}'s worker jobs on this commit, then "
+                                 f"`agentrun aggregate {state.spec_path}` with their results"))
+        self._write_json(self.run_dir / "result.json", state.to_dict())
+        self._commit_report(f"{self.spec.id}: wave {self.wave.label} aggregated "
+                            f"(run {self.run_id})")
+        self._emit({"type": "wave_aggregated", "wave": self.wave.label,
+                    "next_wave": nxt.label})
+        return state
+
+    def _commit_report(self, message: str | None = None) -> None:
+        """Also when `.specflow/execution/` is git-ignored: the next CI job needs the state."""
+        if self.state_file.exists():
+            workspace.git("add", "-f", "--", self._rel(self.state_file), cwd=self.root)
+        super()._commit_report(message)
+
+
+def prepare(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path], *, remote: str,
+            allow_missing: bool) -> tuple[list[CIResult], Wave, RunState | None]:
+    """Check everything `aggregate` needs before it changes anything (BadInput, exit 2):
+    the result files, the wave order, and the branches the results name."""
+    from agentrun.report.execution_state import state_path
+
+    root = workspace.repo_root(project.root)
+    results = read_results(paths, spec, plan)
+    wave = results[0].wave
+    previous = load_state(state_path(project.execution_dir, spec.id)) if wave.number > 1 \
+        else None
+    head = workspace.head_commit(root)
+    problem = previous_waves_problem(root, plan, previous, wave, head, "HEAD")
+    if problem:
+        raise BadInput(problem, hint=f"aggregate the earlier waves' results first, push, and "
+                                     f"run wave {wave.label}'s jobs on the result")
+    if previous is not None:
+        if previous.status != "running":
+            raise BadInput(f"run {previous.run_id} of {spec.id} already ended "
+                           f"({previous.status}); wave {wave.label} is not part of it",
+                           hint="start a new run with wave 1")
+        if previous.waves[wave.number - 1].status != "pending":
+            raise BadInput(f"wave {wave.label} was already aggregated in run "
+                           f"{previous.run_id}",
+                           hint="aggregate the next wave's results, or start a new run with "
+                                "wave 1")
+    given = {r.batch.id for r in results}
+    missing = [b for b in wave.batches if b.id not in given and _needs_result(previous, spec, b)]
+    if missing and not allow_missing:
+        names = ", ".join(b.id for b in missing)
+        raise BadInput(f"no result for batch {names} of wave {wave.label}",
+                       hint="pass every matrix job's result file, or --allow-missing to count "
+                            "the missing ones as failed")
+    for ci in results:
+        ci.ref = resolve_branch(root, ci.branch, remote)
+        if ci.ref is None and ci.result.status in ("complete", "partial"):
+            raise BadInput(
+                f"branch {ci.branch} of {ci.path} ({ci.result.status}) is not in this "
+                f"repository: neither a local branch nor {remote}/{ci.branch}",
+                hint=f"push it from the worker job (`git push {remote} HEAD:refs/heads/"
+                     f"{ci.branch}`) and fetch before aggregating (`git fetch {remote} "
+                     f"'+refs/heads/agentrun/*:refs/remotes/{remote}/agentrun/*'`)")
+        if ci.ref is not None and wave.number > 1 and \
+                ci.result.status in ("complete", "partial"):
+            problem = previous_waves_problem(root, plan, previous, wave, ci.ref, ci.branch)
+            if problem:
+                raise BadInput(f"{ci.path}: {problem}",
+                               hint=f"run wave {wave.label}'s jobs on the commit the previous "
+                                    "wave's aggregate pushed")
+    return results, wave, previous
+
+
+def _needs_result(previous: RunState | None, spec: Spec, batch: Batch) -> bool:
+    """A batch needs a result unless its dependencies are already known to have failed."""
+    if previous is None:
+        return True
+    deps = {d for gid in batch.groups for d in (spec.group(gid).dependencies
+                                                 if spec.group(gid) else [])}
+    return not any(previous.groups.get(d) and previous.groups[d].status in BLOCKING
+                   for d in deps)
+
+
+def aggregate(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path],
+              options: RunOptions, *, remote: str = "origin", allow_missing: bool = False,
+              on_event: Callable[[Event], None] | None = None) -> Aggregation:
+    """Aggregate one wave's CI results into the checked-out branch (see the module doc)."""
+    results, wave, previous = prepare(project, spec, plan, paths, remote=remote,
+                                      allow_missing=allow_missing)
+    if not options.provider.provider:
+        first = next((r for r in results if r.provider), None)
+        if first is not None:
+            options.provider.provider, options.provider.model = first.provider, first.model or ""
+    aggregator = Aggregator(project, spec, plan, options, results, wave, previous, on_event)
+    state = aggregator.aggregate()
+    finished = state.status != "running"
+    nxt = None if finished else plan.waves[wave.number]
+    return Aggregation(state=state, wave=wave, next_wave=nxt, aggregator=aggregator)

@@ -1,0 +1,92 @@
+"""`agentrun aggregate`: merge one wave's CI worker results, as a local run would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from agentrun.cli.ci_report import EVENTS_HELP, JUNIT_HELP
+from agentrun.cli.common import JSON_OPT, output
+from agentrun.errors import BadInput
+
+
+def aggregate(
+    spec: str = typer.Argument(..., metavar="SPEC", show_default=False,
+                               help="Spec file or id."),
+    results: list[Path] = typer.Argument(..., metavar="RESULTS", show_default=False,
+                                         help="The result files of one wave's worker jobs."),
+    remote: str = typer.Option("origin", "--remote",
+                               help="Remote whose fetched branches hold the jobs' commits."),
+    on_failure: str | None = typer.Option(
+        None, "--on-failure", help="After a wave with failures: continue (default) or abort."),
+    allow_missing: bool = typer.Option(
+        False, "--allow-missing", help="Count batches without a result file as failed "
+                                       "instead of refusing."),
+    mode: str | None = typer.Option(None, "--mode", help="As given to `plan --matrix`."),
+    max_workers: int | None = typer.Option(None, "--max-workers", min=1,
+                                           help="As given to `plan --matrix`."),
+    junit: Path | None = typer.Option(None, "--junit", metavar="FILE", help=JUNIT_HELP),
+    events: str | None = typer.Option(None, "--events", metavar="FILE|-", help=EVENTS_HELP),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Aggregate one wave of CI worker jobs into the checked-out branch.
+
+    Run it in a clone of the target branch after `git fetch origin
+    '+refs/heads/agentrun/*:refs/remotes/origin/agentrun/*'`. Every result is verified
+    against its branch (a local branch or origin/<branch>), branches are merged in group
+    order with the failure rules of a local run, and the spec's Execution Summary, STATE.md
+    and .specflow/execution/<SPEC>-state.json are written and committed. Push the branch
+    afterwards: the next wave's jobs run on that commit, and its aggregate continues the
+    same execution state. Wave 1's results start a new run; a later wave needs the
+    previous one aggregated. After the last wave (or when the failure rules abort) the run
+    is finished; otherwise --json reports "status": "running" and "next_wave".
+
+    Exit codes: 0 every group aggregated so far completed · 1 a group failed, was partial
+    or blocked · 2 bad input: a result file missing or unreadable, a result for a group not
+    in the plan, a completed result whose branch is not in the repository (never pushed or
+    not fetched), a batch of the wave without a result (see --allow-missing), results of
+    several waves, or a wave whose previous wave is not aggregated · 3 could not start
+    (detached HEAD, dirty tree, lock held) · 130 interrupted.
+    """
+    from agentrun.aggregate import aggregate as run_aggregate
+    from agentrun.cli.ci_report import event_stream, publish_reports
+    from agentrun.cli.common import load
+    from agentrun.cli.live import PlainProgress
+    from agentrun.cli.run_cmd import _report
+    from agentrun.orchestrator import RunOptions
+    from agentrun.plan import build_plan
+    from agentrun.protocol import ProviderSettings
+
+    out = output(json_out)
+    if on_failure not in (None, "continue", "abort"):
+        raise BadInput(f"invalid --on-failure {on_failure!r}",
+                       hint="use --on-failure continue or --on-failure abort")
+    if mode not in (None, "single", "orchestrated"):
+        raise BadInput(f"invalid --mode {mode!r}", hint="use single or orchestrated")
+    project, parsed = load(spec)
+    plan = build_plan(parsed, mode=mode, max_workers=max_workers)  # type: ignore[arg-type]
+    warnings = []
+    if (parsed.status or "").lower() != "audited":
+        warnings.append(f"{parsed.id} status is {parsed.status or 'unset'}, not audited; "
+                        "run `agentrun audit` first")
+    options = RunOptions(provider=ProviderSettings(provider="", model=""),
+                         on_failure=on_failure or project.config.get("on_failure") or "continue",
+                         warnings=warnings)
+    with PlainProgress(out) as progress, event_stream(events, progress, out) as on_event:
+        done = run_aggregate(project, parsed, plan, results, options, remote=remote,
+                             allow_missing=allow_missing, on_event=on_event)
+    state, code = done.state, done.exit_code
+    if out.mode == "json":
+        out.json({"ok": code == 0, **state.to_dict(), "wave": done.wave.label,
+                  "next_wave": done.next_wave.label if done.next_wave else None,
+                  "run_dir": str(done.aggregator.run_dir),
+                  "state_file": str(done.aggregator.state_file)})
+    else:
+        _report(out, state, done.aggregator)
+        if done.next_wave is not None:
+            out.stdout.print(f"Wave {done.wave.label} aggregated; next: push this branch, run "
+                             f"wave {done.next_wave.label}'s jobs on it, then aggregate their "
+                             "results.", markup=False)
+    publish_reports(out, state, parsed, junit)
+    raise typer.Exit(code)

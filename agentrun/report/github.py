@@ -1,0 +1,173 @@
+"""GitHub Actions: a markdown job summary and `::error`/`::warning` annotations.
+
+When `GITHUB_STEP_SUMMARY` is set, a run (or audit) appends its summary there; when
+`GITHUB_ACTIONS` is `true`, failed groups and audit findings become annotations on the spec
+file (with the line where it is known). Annotations are written to stderr: the runner reads
+workflow commands from both streams, and stdout stays free for `--json`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from agentrun.report.execution_state import RunState
+from agentrun.report.summary import STATUS_MARK, format_cost
+
+GROUP_LEVEL = {"failed": "error", "interrupted": "error", "partial": "warning",
+               "blocked": "warning"}
+FINDING_LEVEL = {"critical": "error", "warning": "warning", "info": "notice"}
+
+
+# --- workflow commands -----------------------------------------------------------------------
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(level: str, message: str, *, file: str | None = None, line: int | None = None,
+               title: str | None = None) -> str:
+    """One workflow command line: `::error file=F,line=N,title=T::message`."""
+    props = [f"{k}={escape_property(str(v))}"
+             for k, v in (("file", file), ("line", line), ("title", title)) if v]
+    return f"::{level} {','.join(props)}::{escape_data(message)}" if props \
+        else f"::{level}::{escape_data(message)}"
+
+
+def run_annotations(state: RunState, group_lines: Mapping[str, int | None] | None = None
+                    ) -> list[str]:
+    """An error for each failed group, a warning for each partial or blocked one."""
+    lines = group_lines or {}
+    out = []
+    for g in state.groups.values():
+        level = GROUP_LEVEL.get(g.status)
+        if level is None:
+            continue
+        message = g.error or f"{g.id} ended {g.status}"
+        out.append(annotation(level, message, file=state.spec_path or None,
+                              line=lines.get(g.id),
+                              title=f"{state.spec_id} {g.id} {g.status}"))
+    return out
+
+
+def audit_annotations(results: Iterable[Any], root: Path | None = None) -> list[str]:
+    """One annotation per audit finding (critical → error, warning → warning, info → notice)."""
+    out = []
+    for item in results:
+        doc = item.to_dict() if hasattr(item, "to_dict") else dict(item)
+        path = _relative(doc.get("path"), root)
+        spec = doc.get("spec") or path or "spec"
+        if doc.get("error"):
+            out.append(annotation("error", doc["error"], file=path, title=f"{spec} invalid"))
+        for f in doc.get("findings") or []:
+            level = FINDING_LEVEL.get(f.get("severity", ""), "warning")
+            out.append(annotation(level, f.get("message", ""), file=path, line=f.get("line"),
+                                  title=f"{spec} {f.get('code', '')}".strip()))
+    return out
+
+
+def _relative(path: Any, root: Path | None) -> str | None:
+    if not path:
+        return None
+    base = Path(root or os.environ.get("GITHUB_WORKSPACE") or Path.cwd())
+    try:
+        return str(Path(path).resolve().relative_to(base.resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
+# --- markdown --------------------------------------------------------------------------------
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def commit_link_base(env: Mapping[str, str]) -> str | None:
+    server, repo = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY")
+    return f"{server.rstrip('/')}/{repo}/commit/" if server and repo else None
+
+
+def run_summary_markdown(state: RunState, title: str = "",
+                         env: Mapping[str, str] | None = None) -> str:
+    """The job summary of a run: headline, per-group table with commit links, totals."""
+    env = os.environ if env is None else env
+    link = commit_link_base(env)
+    usage = state.usage
+    mark = STATUS_MARK.get(state.status, state.status)
+    head = f"### agentrun {state.spec_id}: {mark}" if state.status in STATUS_MARK \
+        else f"### agentrun {state.spec_id}: {state.status}"
+    lines = [head, ""]
+    if title:
+        lines += [_cell(title), ""]
+    model = f" · model {state.provider}/{state.model}" if state.provider else ""
+    lines += [f"Run `{state.run_id}` · {state.mode} mode · {len(state.waves)} wave(s) · "
+              f"tokens {usage.total:,} (input {usage.input_tokens:,}, output "
+              f"{usage.output_tokens:,}) · cost {format_cost(state.cost_usd)}{model}", "",
+              "| Group | Title | Wave | Status | Commits | Tokens | Cost | Note |",
+              "|-------|-------|------|--------|---------|--------|------|------|"]
+    for g in state.groups.values():
+        commits = ", ".join(f"[`{c[:7]}`]({link}{c})" if link else f"`{c[:7]}`"
+                            for c in g.commits) or "—"
+        note = g.error or g.summary or ""
+        if len(note) > 200:
+            note = note[:197] + "..."
+        cost = "—" if g.cost_usd is None else f"${g.cost_usd:.4f}"
+        lines.append(f"| {_cell(g.id)} | {_cell(g.title)} | {_cell(g.wave)} | "
+                     f"{STATUS_MARK.get(g.status, g.status)} | {commits} | "
+                     f"{sum(g.usage.values()):,} | {cost} | {_cell(note)} |")
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(state.counts().items()))
+    lines += ["", f"**Result:** {state.status} ({counts})"]
+    if state.warnings:
+        lines += ["", "**Warnings:**", *(f"- {_cell(w)}" for w in state.warnings)]
+    return "\n".join(lines) + "\n\n"
+
+
+def audit_summary_markdown(results: Iterable[Any]) -> str:
+    docs = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in results]
+    lines = ["### agentrun audit", "", "| Spec | Verdict | Critical | Warnings |",
+             "|------|---------|----------|----------|"]
+    for doc in docs:
+        counts = doc.get("counts") or {}
+        lines.append(f"| {_cell(doc.get('spec', ''))} | {_cell(doc.get('verdict', ''))} | "
+                     f"{counts.get('critical', '—')} | {counts.get('warning', '—')} |")
+    return "\n".join(lines) + "\n\n"
+
+
+# --- publishing ------------------------------------------------------------------------------
+
+def publish(markdown: str, annotations: list[str], env: Mapping[str, str] | None = None,
+            stream: TextIO | None = None) -> None:
+    """Append `markdown` to the step summary and print `annotations`, each only on GitHub.
+
+    The summary file belongs to the runner and is appended to (not replaced), as it expects.
+    """
+    env = os.environ if env is None else env
+    summary = env.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as fh:
+            fh.write(markdown)
+    if env.get("GITHUB_ACTIONS") == "true" and annotations:
+        stream = stream or sys.stderr
+        for line in annotations:
+            stream.write(line + "\n")
+        stream.flush()
+
+
+def publish_run(state: RunState, title: str = "", group_lines: Mapping[str, int | None] | None
+                = None, env: Mapping[str, str] | None = None,
+                stream: TextIO | None = None) -> None:
+    publish(run_summary_markdown(state, title, env), run_annotations(state, group_lines), env,
+            stream)
+
+
+def publish_audit(results: Iterable[Any], env: Mapping[str, str] | None = None,
+                  stream: TextIO | None = None, root: Path | None = None) -> None:
+    items = list(results)
+    publish(audit_summary_markdown(items), audit_annotations(items, root), env, stream)

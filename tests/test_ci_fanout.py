@@ -1,0 +1,269 @@
+"""Waves fanned out across CI jobs, simulated locally: a bare origin, one clone per matrix job
+(`agentrun worker --spec ... --groups ...`, then `git push`), one clone per aggregate job
+(`git fetch`, `agentrun aggregate`, `git push`)."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from gitutil import IDENTITY, run_git
+from runkit import doc, make_project, run_agentrun, scripted, spec_text, submit, writes
+
+FIVE = [("G1", [], "src/a.py"), ("G2", [], "src/b.py"), ("G3", ["G1", "G2"], "src/c.py"),
+        ("G4", ["G1"], "src/d.py"), ("G5", ["G3", "G4"], "src/e.py")]
+THREE = [("G1", [], "one.txt"), ("G2", [], "two.txt"), ("G3", ["G1"], "three.txt")]
+FETCH = "+refs/heads/agentrun/*:refs/remotes/origin/agentrun/*"
+MODEL = ("--provider", "scripted", "--script", ".specflow/script.yaml", "--json")
+
+
+def five_script() -> dict:
+    return {"groups": {gid: writes(path, f"# {gid}\nVALUE = {i}\n")
+                       for i, (gid, _, path) in enumerate(FIVE, 1)}}
+
+
+def three_script(fail_g1: bool = False) -> dict:
+    groups = {gid: writes(path, f"{gid}\n") for gid, _, path in THREE}
+    if fail_g1:
+        groups["G1"] = [submit("failed", "could not", error="compile error in one.txt")]
+    return {"groups": groups}
+
+
+def bare_origin(tmp_path: Path, spec_id: str, groups, script: dict) -> Path:
+    seed = make_project(tmp_path / "seed", spec_id, spec_text(spec_id, groups), script)
+    origin = tmp_path / "origin.git"
+    run_git(tmp_path, "clone", "-q", "--bare", str(seed), str(origin))
+    return origin
+
+
+def clone(origin: Path, dest: Path) -> Path:
+    run_git(origin.parent, "clone", "-q", str(origin), str(dest))
+    for key, value in IDENTITY.items():
+        run_git(dest, "config", key, value)
+    return dest
+
+
+def worker_job(origin: Path, tmp_path: Path, spec_id: str, entry: dict, results: Path,
+               *extra: str, push: bool = True):
+    """One matrix job: its own clone, the worker, then the job pushes the branch."""
+    job = clone(origin, tmp_path / f"job-w{entry['wave']}-{entry['batch']}")
+    out = results / f"{entry['batch']}.json"
+    proc = run_agentrun(job, "worker", "--spec", spec_id, "--groups", entry["groups"],
+                        "--out", str(out), *MODEL, *extra)
+    if push:
+        run_git(job, "push", "-q", "--force", "origin", f"HEAD:refs/heads/{entry['branch']}")
+    return proc, out
+
+
+def aggregate_job(origin: Path, dest: Path, spec_id: str, results, *extra: str):
+    """The aggregate job: clone the target branch, fetch the workers' branches, aggregate,
+    push."""
+    agg = clone(origin, dest)
+    run_git(agg, "fetch", "-q", "origin", FETCH)
+    proc = run_agentrun(agg, "aggregate", spec_id, *map(str, results), "--json", *extra)
+    if proc.returncode in (0, 1):
+        run_git(agg, "push", "-q", "origin", "HEAD:main")
+    return agg, proc
+
+
+def normalise(text: str) -> str:
+    """Drop what differs between two runs of the same work: run ids, dates, commit ids."""
+    text = re.sub(r"\d{8}-\d{6}-[0-9a-f]{4}", "RUN", text)
+    text = re.sub(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC", "DATE", text)
+    return re.sub(r"\b[0-9a-f]{7}\b", "SHA", text)
+
+
+def test_distributed_run_matches_a_local_run(tmp_path):
+    origin = bare_origin(tmp_path, "SPEC-30", FIVE, five_script())
+    planner = clone(origin, tmp_path / "plan-job")
+    proc = run_agentrun(planner, "plan", "SPEC-30", "--matrix")
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.strip().splitlines()) == 1  # one line, for $GITHUB_OUTPUT
+    matrix = json.loads(proc.stdout)
+    assert matrix["wave_count"] == 3 and matrix["mode"] == "orchestrated"
+    assert [[e["groups"] for e in w["include"]] for w in matrix["waves"]] == \
+        [["G1", "G2"], ["G3", "G4"], ["G5"]]
+    assert all(set(w) == {"include"} for w in matrix["waves"])  # usable as a matrix as is
+    assert matrix["waves"][1]["include"][0] == {
+        "wave": 2, "label": "2", "batch": "G3", "groups": "G3",
+        "branch": "agentrun/SPEC-30/G3"}
+
+    run_ids, worker_commits = set(), {}
+    for number, wave in enumerate(matrix["waves"], 1):
+        results = tmp_path / f"results-{number}"
+        main_before = run_git(origin, "rev-parse", "main")
+        for entry in wave["include"]:
+            proc, out = worker_job(origin, tmp_path, "SPEC-30", entry, results)
+            assert proc.returncode == 0, proc.stderr
+            result = json.loads(out.read_text())
+            assert result["status"] == "complete" and result["branch"] == entry["branch"]
+            assert result["base_commit"] == main_before  # started on the aggregated main
+            assert len(result["commits"]) == 1
+            worker_commits[entry["batch"]] = result["commits"][0]
+        agg, proc = aggregate_job(origin, tmp_path / f"aggregate-{number}", "SPEC-30",
+                                  sorted(results.iterdir()))
+        assert proc.returncode == 0, proc.stderr
+        summary = doc(proc)
+        run_ids.add(summary["run_id"])
+        if number < 3:
+            assert summary["status"] == "running" and summary["next_wave"] == str(number + 1)
+        else:
+            assert summary["status"] == "complete" and summary["next_wave"] is None
+        assert run_git(agg, "status", "--porcelain") == ""
+    assert len(run_ids) == 1  # every wave continued the same execution state
+
+    final = clone(origin, tmp_path / "final")
+    for commit in worker_commits.values():
+        run_git(final, "merge-base", "--is-ancestor", commit, "main")  # every group's work
+    for gid, _, path in FIVE:
+        assert (final / path).read_text().startswith(f"# {gid}")
+    state = json.loads((final / ".specflow/execution/SPEC-30-state.json").read_text())
+    assert state["status"] == "complete" and state["run_id"] in run_ids
+    assert all(g["merge_commit"] for g in state["groups"].values())
+
+    local = make_project(tmp_path / "local", "SPEC-30", spec_text("SPEC-30", FIVE),
+                         five_script())
+    proc = run_agentrun(local, "run", "SPEC-30", *scripted())
+    assert proc.returncode == 0, proc.stderr
+    for rel in (".specflow/specs/SPEC-30.md", ".specflow/STATE.md"):
+        ci_text, local_text = (final / rel).read_text(), (local / rel).read_text()
+        assert normalise(ci_text) == normalise(local_text), rel
+    assert "status: review" in (final / ".specflow/specs/SPEC-30.md").read_text()
+
+
+def test_failed_group_blocks_its_dependents_across_jobs(tmp_path):
+    origin = bare_origin(tmp_path, "SPEC-31", THREE, three_script(fail_g1=True))
+    matrix = json.loads(run_agentrun(clone(origin, tmp_path / "plan-job"), "plan", "SPEC-31",
+                                     "--matrix").stdout)
+    results1 = tmp_path / "results-1"
+    codes = {}
+    for entry in matrix["waves"][0]["include"]:
+        proc, _ = worker_job(origin, tmp_path, "SPEC-31", entry, results1, "--max-retries", "0")
+        codes[entry["batch"]] = proc.returncode
+    assert codes == {"G1": 1, "G2": 0}
+    agg, proc = aggregate_job(origin, tmp_path / "aggregate-1", "SPEC-31",
+                              sorted(results1.iterdir()), "--events", "-")
+    assert proc.returncode == 1, proc.stderr  # a group failed; the run continues
+    first = doc(proc)
+    assert first["status"] == "running" and first["next_wave"] == "2"
+    assert first["groups"]["G1"]["status"] == "failed"
+    assert "compile error" in first["groups"]["G1"]["error"]
+    assert first["groups"]["G2"]["status"] == "complete"
+    events = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "run_start" and kinds[-1] == "wave_aggregated"
+    assert {"worker_result", "merged", "wave_done"} <= set(kinds)
+
+    # wave 2: G3 depends on the failed G1 and says so without calling the model
+    entry = matrix["waves"][1]["include"][0]
+    results2 = tmp_path / "results-2"
+    proc, out = worker_job(origin, tmp_path, "SPEC-31", entry, results2)
+    assert proc.returncode == 1
+    blocked = json.loads(out.read_text())
+    assert blocked["status"] == "blocked"
+    assert blocked["error"] == "dependency G1 did not complete"
+    assert blocked["steps"] == 0 and blocked["commits"] == []
+    junit = tmp_path / "junit.xml"
+    agg, proc = aggregate_job(origin, tmp_path / "aggregate-2", "SPEC-31", [out],
+                              "--junit", str(junit))
+    assert proc.returncode == 1
+    final = doc(proc)
+    assert final["status"] == "partial" and final["next_wave"] is None
+    assert final["groups"]["G3"]["status"] == "blocked"
+    cases = {c.get("name").split(":")[0]: c for c in ET.parse(junit).getroot().iter("testcase")}
+    assert "compile error" in cases["G1"].find("failure").get("message")
+    assert cases["G2"].find("failure") is None and cases["G2"].find("skipped") is None
+    assert cases["G3"].find("skipped").get("message") == "dependency G1 did not complete"
+    spec = (agg / ".specflow/specs/SPEC-31.md").read_text()
+    assert "status: audited" in spec and "⛔ blocked" in spec and "❌ failed" in spec
+    assert "Failed (Wave 1)" in (agg / ".specflow/STATE.md").read_text()
+    assert run_git(origin, "rev-parse", "main") == run_git(agg, "rev-parse", "HEAD")
+
+
+def test_bad_results_are_refused_before_anything_changes(tmp_path):
+    origin = bare_origin(tmp_path, "SPEC-32", THREE, three_script())
+    waves = json.loads(run_agentrun(clone(origin, tmp_path / "plan-job"), "plan", "SPEC-32",
+                                    "--matrix").stdout)["waves"]
+    g1, g2 = waves[0]["include"]
+    results = tmp_path / "results"
+    proc, g1_out = worker_job(origin, tmp_path, "SPEC-32", g1, results)
+    assert proc.returncode == 0, proc.stderr
+    proc, g2_out = worker_job(origin, tmp_path, "SPEC-32", g2, results, push=False)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(g1_out.read_text())
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(json.dumps({**data, "group": "G9", "groups": ["G9"]}))
+    later = tmp_path / "g3.json"
+    later.write_text(json.dumps({**data, "group": "G3", "groups": ["G3"],
+                                 "branch": "agentrun/SPEC-32/G3"}))
+    agg = clone(origin, tmp_path / "aggregate")
+    run_git(agg, "fetch", "-q", "origin", FETCH)
+    head = run_git(agg, "rev-parse", "HEAD")
+
+    cases = [
+        ([g1_out, tmp_path / "missing.json"], ["result file not found", "missing.json"]),
+        ([g1_out, g2_out], ["branch agentrun/SPEC-32/G2", "not in this repository",
+                            "git push origin"]),
+        ([g1_out, foreign], ["G9, which is not in the plan of SPEC-32"]),
+        ([g1_out], ["no result for batch G2 of wave 1", "--allow-missing"]),
+        ([later], ["wave 2 needs wave 1 aggregated first"]),
+        ([g1_out, later], ["the results span waves 1, 2"]),
+    ]
+    for paths, words in cases:
+        proc = run_agentrun(agg, "aggregate", "SPEC-32", *map(str, paths))
+        assert proc.returncode == 2, (paths, proc.stderr)
+        for word in words:
+            assert word in proc.stderr, (word, proc.stderr)
+        assert "Traceback" not in proc.stderr
+    assert run_git(agg, "rev-parse", "HEAD") == head
+    assert run_git(agg, "status", "--porcelain") == ""
+    assert not (agg / ".specflow/execution").exists()
+
+    # --allow-missing counts the batch without a result as failed, by the failure rules
+    proc = run_agentrun(agg, "aggregate", "SPEC-32", str(g1_out), "--allow-missing", "--json")
+    assert proc.returncode == 1, proc.stderr
+    groups = doc(proc)["groups"]
+    assert groups["G1"]["status"] == "complete"
+    assert groups["G2"]["status"] == "failed" and "no result file" in groups["G2"]["error"]
+
+
+def test_worker_refuses_what_it_cannot_run(tmp_path):
+    origin = bare_origin(tmp_path, "SPEC-33", THREE, three_script())
+    job = clone(origin, tmp_path / "job")
+    proc = run_agentrun(job, "worker", "--spec", "SPEC-33", "--groups", "G3", "--out",
+                        str(tmp_path / "r.json"), *MODEL)
+    assert proc.returncode == 3
+    assert "wave 2 needs wave 1 aggregated first" in proc.stderr
+    proc = run_agentrun(job, "worker", "--spec", "SPEC-33", "--groups", "G1,G7", "--out",
+                        str(tmp_path / "r.json"), *MODEL)
+    assert proc.returncode == 2 and "G1,G7 is not a worker batch" in proc.stderr
+    proc = run_agentrun(job, "worker", "--assignment", "a.json", "--spec", "SPEC-33")
+    assert proc.returncode == 2 and "cannot be combined" in proc.stderr
+    assert not (tmp_path / "r.json").exists()
+    assert run_git(job, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert run_git(job, "status", "--porcelain") == ""
+
+
+def test_spec_without_groups_is_one_job_and_merges_from_a_local_branch(tmp_path):
+    root = make_project(tmp_path / "p", "SPEC-34", spec_text("SPEC-34", []),
+                        {"agents": {"spec-executor": writes("hello.py", "print('hi')\n")}})
+    matrix = json.loads(run_agentrun(root, "plan", "SPEC-34", "--matrix").stdout)
+    assert matrix["mode"] == "single" and matrix["wave_count"] == 1
+    assert matrix["waves"] == [{"include": [{"wave": 1, "label": "1", "batch": "single",
+                                             "groups": "single",
+                                             "branch": "agentrun/SPEC-34/single"}]}]
+    # the worker and the aggregate in one repository: the branch is a local one, no remote
+    out = tmp_path / "single.json"
+    proc = run_agentrun(root, "worker", "--spec", "SPEC-34", "--groups", "single", "--out",
+                        str(out), *MODEL)
+    assert proc.returncode == 0, proc.stderr
+    assert run_git(root, "rev-parse", "--abbrev-ref", "HEAD") == "agentrun/SPEC-34/single"
+    run_git(root, "switch", "-q", "main")
+    proc = run_agentrun(root, "aggregate", "SPEC-34", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = doc(proc)
+    assert result["mode"] == "single" and result["status"] == "complete"
+    assert (root / "hello.py").read_text() == "print('hi')\n"
+    assert "status: review" in (root / ".specflow/specs/SPEC-34.md").read_text()

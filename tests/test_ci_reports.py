@@ -1,0 +1,205 @@
+"""Reports CI systems read: JUnit XML, the GitHub job summary and annotations, the live event
+stream of `run --events`."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from runkit import doc, make_project, run_agentrun, scripted, spec_text, submit, writes
+
+from agentrun.audit.static import static_audit
+from agentrun.report.execution_state import GroupState, RunState, WaveState
+from agentrun.report.github import (
+    annotation,
+    audit_annotations,
+    publish,
+    publish_run,
+    run_annotations,
+    run_summary_markdown,
+)
+from agentrun.report.junit import audit_junit, run_junit
+from agentrun.spec import load_spec
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+def sample_state() -> RunState:
+    state = RunState(run_id="20260101-000000-abcd", spec_id="SPEC-40",
+                     spec_path=".specflow/specs/SPEC-40.md", mode="orchestrated",
+                     base_commit=SHA, target_branch="main", started="2026-01-01 00:00 UTC",
+                     status="partial", provider="scripted", model="scripted",
+                     waves=[WaveState(1, "1", ["G1", "G2", "G4"], "done"),
+                            WaveState(2, "2", ["G3", "G5"], "done")])
+    state.groups = {
+        "G1": GroupState("G1", "Parser & <lexer>", "1", "G1", "complete", commits=[SHA],
+                         files_created=["a.py"], duration_s=1.5, summary="done",
+                         usage={"input_tokens": 10, "output_tokens": 5,
+                                "cache_read_tokens": 0, "cache_write_tokens": 0}),
+        "G2": GroupState("G2", "Emitter", "1", "G2", "failed",
+                         error="compile error\x1b[31m in b.py\x00\nsecond line",
+                         deviations=["skipped a test"]),
+        "G3": GroupState("G3", "Linker", "2", "G3", "blocked",
+                         error="dependency G2 did not complete"),
+        "G4": GroupState("G4", "Docs", "1", "G4", "partial", error="ran out of budget"),
+        "G5": GroupState("G5", "", "2", "G5", "pending"),
+    }
+    return state
+
+
+def test_run_junit_is_valid_xml_with_one_case_per_group():
+    root = ET.fromstring(run_junit(sample_state()).encode())
+    suite = root.find("testsuite")
+    assert suite.get("name") == "SPEC-40"
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("5", "2", "2")
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert list(cases) == ["G1: Parser & <lexer>", "G2: Emitter", "G3: Linker", "G4: Docs",
+                           "G5"]
+    assert cases["G1: Parser & <lexer>"].find("failure") is None
+    assert SHA in cases["G1: Parser & <lexer>"].find("system-out").text
+    failure = cases["G2: Emitter"].find("failure")
+    assert failure.get("type") == "failed"
+    assert failure.get("message") == "compile error\ufffd[31m in b.py\ufffd"  # no raw controls
+    assert "second line" in failure.text and "deviation: skipped a test" in failure.text
+    assert cases["G3: Linker"].find("skipped").get("message") == \
+        "dependency G2 did not complete"
+    assert cases["G4: Docs"].find("failure").get("type") == "partial"
+    assert cases["G5"].find("skipped").get("message") == "not run yet"
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["status"] == "partial" and props["tokens"] == "15"
+
+
+def test_audit_junit_has_one_case_per_spec(tmp_path):
+    good = tmp_path / "SPEC-41.md"
+    good.write_text(spec_text("SPEC-41", [("G1", [], "a.py")]))
+    bad = tmp_path / "SPEC-42.md"
+    bad.write_text(spec_text("SPEC-42", []).replace("## Acceptance Criteria", "## Notes"))
+    results = [static_audit(load_spec(good)), static_audit(load_spec(bad)).to_dict(),
+               {"spec": "SPEC-43", "path": "x/SPEC-43.md", "verdict": "INVALID",
+                "error": "broken frontmatter at line 2", "hint": "fix the YAML"}]
+    suite = ET.fromstring(audit_junit(results).encode()).find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "1", "1")
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert cases["SPEC-41"].find("failure") is None and cases["SPEC-41"].find("error") is None
+    failure = cases["SPEC-42"].find("failure")
+    assert failure.get("type") == "NEEDS_REVISION"
+    assert "Acceptance Criteria" in failure.text
+    assert cases["SPEC-43"].find("error").get("message") == "broken frontmatter at line 2"
+
+
+def test_annotations_escape_and_point_at_the_spec_line():
+    assert annotation("error", "50% done\nnext", file="a,b.md", line=3, title="x: y") == \
+        "::error file=a%2Cb.md,line=3,title=x%3A y::50%25 done%0Anext"
+    lines = run_annotations(sample_state(), {"G2": 12, "G3": 14})
+    assert lines[0].startswith("::error file=.specflow/specs/SPEC-40.md,line=12,"
+                               "title=SPEC-40 G2 failed::compile error")
+    assert lines[1].startswith("::warning file=.specflow/specs/SPEC-40.md,line=14,")
+    assert len(lines) == 3  # failed G2, blocked G3, partial G4; not the complete or pending
+
+
+def test_audit_annotations_name_file_and_line(tmp_path):
+    spec = tmp_path / "specs" / "SPEC-44.md"
+    spec.parent.mkdir()
+    spec.write_text(spec_text("SPEC-44", [("G1", ["G9"], "a.py")]).replace(
+        "## Acceptance Criteria", "## Notes"))
+    lines = audit_annotations([static_audit(load_spec(spec))], root=tmp_path)
+    assert any(line.startswith("::error file=specs/SPEC-44.md,title=SPEC-44 invalid-plan::")
+               for line in lines), lines
+    assert any(line.startswith("::error file=specs/SPEC-44.md,title=SPEC-44 missing-section")
+               for line in lines), lines
+
+
+def test_publish_only_on_github(tmp_path):
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    stream = io.StringIO()
+    env = {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_ACTIONS": "true",
+           "GITHUB_SERVER_URL": "https://github.example", "GITHUB_REPOSITORY": "o/r"}
+    publish_run(sample_state(), title="SPEC-40: Compiler", group_lines={"G2": 9}, env=env,
+                stream=stream)
+    text = summary.read_text()
+    assert text.startswith("earlier step\n### agentrun SPEC-40: ⚠️ partial")  # appended
+    assert f"[`{SHA[:7]}`](https://github.example/o/r/commit/{SHA})" in text
+    assert "| G1 | Parser & <lexer> | 1 | ✅ complete |" in text
+    assert "| G2 | Emitter | 1 | ❌ failed |" in text
+    assert stream.getvalue().splitlines()[0].startswith("::error file=.specflow/specs/"
+                                                        "SPEC-40.md,line=9,")
+    quiet = io.StringIO()
+    publish("md", ["::error::x"], env={}, stream=quiet)
+    assert quiet.getvalue() == ""
+    plain = run_summary_markdown(sample_state(), env={})  # off GitHub: short ids, no links
+    assert f"`{SHA[:7]}`" in plain and "/commit/" not in plain
+
+
+THREE = [("G1", [], "one.txt"), ("G2", [], "two.txt"), ("G3", ["G2"], "three.txt")]
+
+
+def test_run_writes_junit_events_and_github_reports(tmp_path):
+    script = {"groups": {"G1": writes("one.txt", "1\n", latency=2.0),
+                         "G2": [submit("failed", "no", error="compile error in two.txt")],
+                         "G3": writes("three.txt", "3\n")}}
+    root = make_project(tmp_path / "p", "SPEC-45", spec_text("SPEC-45", THREE), script)
+    summary, events = tmp_path / "summary.md", tmp_path / "events.ndjson"
+    env = {**os.environ, "CI": "1", "GITHUB_ACTIONS": "true",
+           "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_SERVER_URL": "https://github.example",
+           "GITHUB_REPOSITORY": "o/r"}
+    env.pop("AGENTRUN_DEBUG", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentrun", "run", "SPEC-45",
+         *scripted("--max-retries", "0", "--junit", str(tmp_path / "junit.xml"),
+                   "--events", str(events))],
+        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen_live = False
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        if events.exists() and '"worker_start"' in events.read_text():
+            seen_live = proc.poll() is None  # written while the run still goes on
+            break
+        time.sleep(0.05)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert seen_live
+    result = json.loads(out)  # --json stays one document: annotations went to stderr
+
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    assert lines[0]["type"] == "run_start" and lines[-1]["type"] == "run_done"
+    assert any(e["type"].startswith("agent_") for e in lines)  # worker progress included
+    recorded = (Path(result["run_dir"]) / "events.ndjson").read_text().splitlines()
+    assert [json.loads(r) for r in recorded] == [e for e in lines
+                                                 if not e["type"].startswith("agent_")]
+
+    cases = {c.get("name").split(":")[0]: c
+             for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")}
+    assert cases["G1"].find("failure") is None
+    assert cases["G2"].find("failure").get("message") == "compile error in two.txt"
+    assert cases["G3"].find("skipped").get("message") == "dependency G2 did not complete"
+
+    g1_commit = result["groups"]["G1"]["commits"][0]
+    text = summary.read_text()
+    assert f"https://github.example/o/r/commit/{g1_commit}" in text
+    assert "❌ failed" in text and "⛔ blocked" in text
+    spec = load_spec(root / ".specflow/specs/SPEC-45.md")
+    line = spec.group("G2").line
+    assert (f"::error file=.specflow/specs/SPEC-45.md,line={line},title=SPEC-45 G2 failed::"
+            "compile error in two.txt") in err.splitlines()
+    assert any(x.startswith("::warning ") and "G3 blocked" in x for x in err.splitlines())
+
+
+def test_bad_events_target_is_bad_input(tmp_path):
+    root = make_project(tmp_path / "p", "SPEC-46", spec_text("SPEC-46", THREE[:2]),
+                        {"groups": {"G1": writes("one.txt", "1"), "G2": writes("two.txt", "2")}})
+    proc = run_agentrun(root, "run", "SPEC-46",
+                        *scripted("--events", str(tmp_path / "no/such/dir/e.ndjson")))
+    assert proc.returncode == 2 and "cannot write events" in proc.stderr
+    assert "--events" in proc.stderr
+    ok = run_agentrun(root, "run", "SPEC-46", *scripted("--events", "-"))
+    assert ok.returncode == 0, ok.stderr
+    streamed = [json.loads(x) for x in ok.stderr.splitlines() if x.startswith("{")]
+    assert streamed[0]["type"] == "run_start" and streamed[-1]["type"] == "run_done"
+    assert doc(ok)["status"] == "complete"

@@ -1,0 +1,103 @@
+"""The example GitHub Actions workflow: valid YAML whose job graph runs audit, plan, each wave's
+matrix jobs and its aggregate, in that order."""
+
+from __future__ import annotations
+
+import graphlib
+import re
+from pathlib import Path
+
+import yaml
+
+WORKFLOW = Path(__file__).resolve().parent.parent / "examples" / "ci" / "github-actions.yml"
+
+
+def load() -> dict:
+    return yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+
+
+def needs(job: dict) -> list[str]:
+    value = job.get("needs", [])
+    return [value] if isinstance(value, str) else list(value)
+
+
+def ancestors(graph: dict[str, set[str]], name: str) -> set[str]:
+    seen: set[str] = set()
+    todo = list(graph[name])
+    while todo:
+        job = todo.pop()
+        if job not in seen:
+            seen.add(job)
+            todo += graph[job]
+    return seen
+
+
+def script(job: dict) -> str:
+    return "\n".join(step.get("run", "") for step in job["steps"])
+
+
+def test_job_graph_runs_audit_plan_then_each_wave_and_its_aggregate():
+    jobs = load()["jobs"]
+    waves = sorted(int(m.group(1)) for name in jobs if (m := re.fullmatch(r"wave-(\d+)", name)))
+    assert waves == list(range(1, len(waves) + 1)) and len(waves) >= 2
+    for name, job in jobs.items():
+        assert set(needs(job)) <= set(jobs), name  # every dependency exists
+    graph = {n: set(needs(j)) for n, j in jobs.items()}
+    list(graphlib.TopologicalSorter(graph).static_order())  # raises on a cycle
+    expected = ["audit", "plan"] + [f"{kind}-{n}" for n in waves
+                                    for kind in ("wave", "aggregate")]
+    assert sorted(jobs) == sorted(expected)
+    for before, after in zip(expected, expected[1:], strict=False):
+        assert before in ancestors(graph, after), (before, after)  # runs strictly later
+    assert needs(jobs["plan"]) == ["audit"]
+    for n in waves:
+        wave, agg = jobs[f"wave-{n}"], jobs[f"aggregate-{n}"]
+        # strict chain: a wave waits for the previous aggregate, its aggregate for the wave
+        assert (f"aggregate-{n - 1}" if n > 1 else "plan") in needs(wave)
+        assert f"wave-{n}" in needs(agg)
+        # descendants of the previous aggregate only, so no wave can overtake another
+        assert all(int(d.split("-")[1]) < n for d in needs(wave) if "-" in d)
+
+
+def test_wave_jobs_use_the_plan_matrix_and_push_their_branch():
+    jobs = load()["jobs"]
+    plan = script(jobs["plan"])
+    assert "agentrun plan" in plan and "--matrix" in plan and "GITHUB_OUTPUT" in plan
+    assert jobs["plan"]["outputs"]["matrix"] == "${{ steps.plan.outputs.matrix }}"
+    assert "agentrun audit" in script(jobs["audit"])
+    n = 1
+    while f"wave-{n}" in jobs:
+        wave, agg = jobs[f"wave-{n}"], jobs[f"aggregate-{n}"]
+        matrix = wave["strategy"]["matrix"]
+        assert matrix == f"${{{{ fromJSON(needs.plan.outputs.matrix).waves[{n - 1}] }}}}"
+        assert wave["strategy"]["fail-fast"] is False  # siblings finish when one fails
+        run = script(wave)
+        assert "agentrun worker --spec" in run and "--groups" in run and "--out" in run
+        assert re.search(r"git push .*refs/heads/\$BRANCH", run)
+        uploads = [s for s in wave["steps"] if "upload-artifact" in s.get("uses", "")]
+        assert uploads and uploads[0]["if"] == "always()"
+        assert uploads[0]["with"]["name"] == f"agentrun-wave{n}-${{{{ matrix.batch }}}}"
+        downloads = [s for s in agg["steps"] if "download-artifact" in s.get("uses", "")]
+        assert downloads[0]["with"]["pattern"] == f"agentrun-wave{n}-*"
+        run = script(agg)
+        assert "git fetch origin '+refs/heads/agentrun/*:refs/remotes/origin/agentrun/*'" in run
+        assert "agentrun aggregate" in run and "git push" in run
+        assert "!cancelled()" in agg["if"]  # aggregates even when a worker job failed
+        for step in wave["steps"] + agg["steps"]:
+            if "checkout" in step.get("uses", ""):
+                assert step["with"]["fetch-depth"] == 0
+        if n > 1:  # later waves start from the commit the previous aggregate pushed
+            checkout = next(s for s in wave["steps"] if "checkout" in s.get("uses", ""))
+            assert checkout["with"]["ref"] == \
+                f"${{{{ needs.aggregate-{n - 1}.outputs.commit }}}}"
+            assert f"needs.aggregate-{n - 1}.outputs.status == 'running'" in wave["if"]
+        n += 1
+
+
+def test_secrets_only_reach_the_worker_steps():
+    data = load()
+    assert "secrets." not in yaml.safe_dump(data.get("env", {}))
+    for name, job in data["jobs"].items():
+        for step in job["steps"]:
+            if "secrets." in yaml.safe_dump(step):
+                assert name.startswith("wave-") and "agentrun worker" in step["run"], name
