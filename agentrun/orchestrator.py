@@ -262,9 +262,11 @@ class Orchestrator:
         return False
 
     def _blockers(self, ids: list[str]) -> list[str]:
+        """Dependencies outside the batch that did not complete (inside it, the worker orders
+        the groups itself: single mode holds dependent groups in one batch)."""
         assert self.state is not None
         deps = {d for gid in ids for d in (self.spec.group(gid).dependencies
-                                            if self.spec.group(gid) else [])}
+                                            if self.spec.group(gid) else [])} - set(ids)
         return sorted((d for d in deps if self.state.groups.get(d) and
                        self.state.groups[d].status in ("failed", "blocked", "interrupted",
                                                        "pending")),
@@ -468,13 +470,14 @@ class Orchestrator:
         result.files_deleted = deleted
         result.deviations = deviations
         share = 1 / len(ids)
+        usage = {k: _split(v, len(ids)) for k, v in result.usage.model_dump().items()}
         for gid in ids:
             self._set_final(
                 gid, status=status, commits=actual, files_created=created,
                 files_modified=modified, files_deleted=deleted,
                 criteria_met=result.criteria_met, deviations=deviations, error=result.error,
                 summary=result.summary, attempts=result.attempts, steps=result.steps,
-                usage={k: round(v * share) for k, v in result.usage.model_dump().items()},
+                usage={k: parts[ids.index(gid)] for k, parts in usage.items()},
                 cost_usd=None if result.cost_usd is None else result.cost_usd * share,
                 duration_s=result.duration_s, stop_reason=result.stop_reason)
         result.status = status if status != "interrupted" else "failed"
@@ -676,6 +679,12 @@ def make_assignment(project: Project, spec: Spec, plan: Plan, options: RunOption
         transcript_path=str(record_dir / "transcript.jsonl"),
         progress_path=str(record_dir / "progress.ndjson"),
         interactive=options.interactive)
+
+
+def _split(total: int, n: int) -> list[int]:
+    """`total` in `n` integer parts that add up to it exactly (the first ones get the rest)."""
+    base, rest = divmod(total, n)
+    return [base + (1 if i < rest else 0) for i in range(n)]
 
 
 def _ref_safe(text: str) -> str:
