@@ -332,7 +332,7 @@ class Orchestrator:
                                                  self.options.limits.timeout_s,
                                                  self.options.provider.provider)
                         running[batch.id] = (proc, assignment)
-                        continue
+                        break  # poll the running ones before starting the next
                     except pool.CannotSpawn as exc:
                         in_process = True
                         limit = 1
@@ -366,7 +366,7 @@ class Orchestrator:
                                                              offsets.get(batch_id, 0))
                     results[batch_id] = self._collect(assignment, self._read_result(proc))
                     del running[batch_id]
-            if running:
+            if running and not (pending and len(running) < limit):
                 time.sleep(0.05)
         return results
 

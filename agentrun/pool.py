@@ -13,6 +13,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,10 +21,16 @@ from pathlib import Path
 SDK_MODULES = {"anthropic": ["anthropic", "agentrun.providers.anthropic_provider"],
                "openai": ["openai", "agentrun.providers.openai_provider"]}
 _CONTEXT = None
+_CONTEXT_LOCK = threading.Lock()
 
 
 def _context(provider: str):
     """The forkserver context, with the worker code and this provider's SDK preloaded."""
+    with _CONTEXT_LOCK:
+        return _CONTEXT or _make_context(provider)
+
+
+def _make_context(provider: str):
     global _CONTEXT
     if _CONTEXT is None:
         method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() \
@@ -84,6 +91,31 @@ class WorkerProcess:
     @property
     def exit_code(self) -> int | None:
         return self.process.exitcode
+
+
+def warm_up(provider: str) -> None:
+    """Start the forkserver and its imports in the background, while the CLI prepares the run.
+
+    The first worker otherwise waits for the server to import the worker code and the SDK
+    (0.5–2 s); started early, that overlaps with planning and the pre-execution summary.
+    """
+    def start() -> None:
+        ctx = _context(provider)
+        if ctx.get_start_method() == "forkserver":
+            from multiprocessing import forkserver
+
+            with contextlib.suppress(Exception):
+                forkserver.ensure_running()
+
+    threading.Thread(target=start, name="agentrun-forkserver-warm-up", daemon=True).start()
+
+
+def shut_down() -> None:
+    """Stop the forkserver now, so it does not hold the CLI's output pipes after exit."""
+    with contextlib.suppress(Exception):
+        from multiprocessing import forkserver
+
+        forkserver._forkserver._stop()  # noqa: SLF001 - the only way to stop it early
 
 
 class CannotSpawn(RuntimeError):

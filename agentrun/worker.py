@@ -146,6 +146,9 @@ def process_main(assignment_path: str) -> None:
     """Entry point of a worker process: its own process group, signals set a cancel flag."""
     with contextlib.suppress(OSError):  # already a group leader
         os.setsid()
+    # stdout belongs to the orchestrator's report (`--json`): anything a worker prints goes to
+    # stderr instead
+    os.dup2(2, 1)
     cancel = threading.Event()
 
     def stop(_sig, _frame) -> None:

@@ -96,6 +96,10 @@ def execute(spec_arg: str | None, out, **opts: Any) -> int:
                                         "--require-audit")
         warnings.append(note + "; run `agentrun audit` first")
     cfg = _provider_config(project, plan, opts)
+    if not opts["dry_run"] and not opts["sequential"]:
+        from agentrun import pool
+
+        pool.warm_up(cfg.provider)
     limits = WorkerLimits(
         max_steps=opts["max_steps"] or config.get("max_steps"),
         token_budget=opts["token_budget"] or config.get("token_budget", 100_000),
@@ -141,7 +145,12 @@ def execute(spec_arg: str | None, out, **opts: Any) -> int:
     with progress_for(out) as progress, \
             event_stream(opts.get("events"), progress, out) as on_event:
         orchestrator = Orchestrator(project, spec, plan, options, on_event=on_event)
-        state = orchestrator.run()
+        try:
+            state = orchestrator.run()
+        finally:
+            from agentrun import pool
+
+            pool.shut_down()
     _report(out, state, orchestrator)
     publish_reports(out, state, spec, opts.get("junit"))
     if state.status == "interrupted":
