@@ -19,6 +19,7 @@ from typing import Any
 
 from agentrun import workspace
 from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
+from agentrun.fsutil import atomic_write_json, relpath
 from agentrun.orchestrator import (
     ABORTED_REASON,
     Event,
@@ -46,24 +47,19 @@ def ci_branch(spec_id: str, batch_id: str) -> str:
     return f"agentrun/{_ref_safe(spec_id)}/{_ref_safe(batch_id)}"
 
 
-def batch_ids(batch: Batch) -> list[str]:
-    """The group ids a batch stands for; a spec without groups is one unit named by the batch."""
-    return batch.groups or [batch.id]
-
-
 def find_batch(plan: Plan, value: str) -> tuple[Wave, Batch] | None:
     """The plan's batch named by `value`: a batch id (`G2_G3`, `single`) or its groups in any
     order (`G2,G3`)."""
     wanted = sorted({v.strip() for v in value.split(",") if v.strip()})
     for wave in plan.waves:
         for batch in wave.batches:
-            if wanted == [batch.id] or wanted == sorted(batch_ids(batch)):
+            if wanted == [batch.id] or wanted == sorted(batch.ids):
                 return wave, batch
     return None
 
 
 def describe_batches(plan: Plan) -> str:
-    return "; ".join(f"wave {w.label}: " + ", ".join(",".join(batch_ids(b)) for b in w.batches)
+    return "; ".join(f"wave {w.label}: " + ", ".join(",".join(b.ids) for b in w.batches)
                      for w in plan.waves)
 
 
@@ -79,7 +75,7 @@ def ci_matrix(spec: Spec, plan: Plan, spec_path: str) -> dict[str, Any]:
     for wave in plan.waves:
         waves.append({"include": [
             {"wave": wave.number, "label": wave.label, "batch": batch.id,
-             "groups": ",".join(batch_ids(batch)), "branch": ci_branch(spec.id, batch.id)}
+             "groups": ",".join(batch.ids), "branch": ci_branch(spec.id, batch.id)}
             for batch in wave.batches]})
     return {"spec": spec.id, "spec_path": spec_path, "mode": plan.mode,
             "wave_count": len(plan.waves), "waves": waves}
@@ -155,7 +151,7 @@ class CIResult:
 
 def read_results(paths: Iterable[Path], spec: Spec, plan: Plan) -> list[CIResult]:
     """Read and match result files; BadInput (exit 2) names the first file that is unusable."""
-    known = set(plan.group_ids) | {b.id for w in plan.waves for b in w.batches if not b.groups}
+    known = {gid for w in plan.waves for b in w.batches for gid in b.ids}
     found: list[CIResult] = []
     seen: dict[str, Path] = {}
     for path in paths:
@@ -289,7 +285,7 @@ class Aggregator(Orchestrator):
         verified: dict[str, WorkerResult] = {}
         head = workspace.head_commit(self.root)
         for batch in batches:
-            ids = batch_ids(batch)
+            ids = batch.ids
             ci = self.results.get(batch.id)
             if ci is None:  # only with --allow-missing
                 branch = ci_branch(self.spec.id, batch.id)
@@ -348,7 +344,7 @@ class Aggregator(Orchestrator):
             progress=f"Wave {nxt.number}/{total} ({round(100 * self.wave.number / total)}%)",
             when=when, next_step=f"CI: run wave {nxt.label}'s worker jobs on this commit, then "
                                  f"`agentrun aggregate {state.spec_path}` with their results"))
-        self._write_json(self.run_dir / "result.json", state.to_dict())
+        atomic_write_json(self.run_dir / "result.json", state.to_dict())
         self._commit_report(f"{self.spec.id}: wave {self.wave.label} aggregated "
                             f"(run {self.run_id})")
         self._emit({"type": "wave_aggregated", "wave": self.wave.label,
@@ -358,7 +354,7 @@ class Aggregator(Orchestrator):
     def _commit_report(self, message: str | None = None) -> None:
         """Also when `.specflow/execution/` is git-ignored: the next CI job needs the state."""
         if self.state_file.exists():
-            workspace.git("add", "-f", "--", self._rel(self.state_file), cwd=self.root)
+            workspace.git("add", "-f", "--", relpath(self.state_file, self.root), cwd=self.root)
         super()._commit_report(message)
 
 

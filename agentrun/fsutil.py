@@ -1,4 +1,5 @@
-"""Atomic file writes: a state file is either the old version or the new one, never half."""
+"""File helpers: atomic writes (a state file is either the old version or the new one, never
+half) and paths shown relative to a project."""
 
 from __future__ import annotations
 
@@ -34,3 +35,11 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def relpath(path: Path | str, root: Path | None = None) -> str:
+    """`path` relative to `root` (default: the current directory), or as given when outside."""
+    try:
+        return str(Path(path).resolve().relative_to(Path(root or Path.cwd()).resolve()))
+    except (ValueError, OSError):
+        return str(path)

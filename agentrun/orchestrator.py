@@ -8,7 +8,9 @@ next. STATE.md, the execution state and the run record are written by this one p
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import secrets
 import signal
 import threading
@@ -21,6 +23,7 @@ from typing import Any
 
 from agentrun import workspace
 from agentrun.errors import CannotStart
+from agentrun.fsutil import atomic_write_json, atomic_write_text, relpath
 from agentrun.plan import Plan, Wave
 from agentrun.project import Project
 from agentrun.protocol import (
@@ -89,6 +92,7 @@ class Orchestrator:
         self.state: RunState | None = None
         self._events_fh = None
         self._commands: dict[str, set[int]] = {}  # batch -> live command process groups
+        self._spec_order = {g.id: i for i, g in enumerate(spec.groups)}
 
     # ------------------------------------------------------------------ preflight
     def preflight(self) -> None:
@@ -97,16 +101,9 @@ class Orchestrator:
         if branch is None:
             raise CannotStart("HEAD is detached; a run merges into a branch",
                               hint="check out the branch to merge into, e.g. `git switch main`")
-        try:
-            workspace.head_commit(self.root)
-        except workspace.GitError:
-            raise CannotStart("the repository has no commits yet",
-                              hint="commit the project first: `git add -A && git commit -m "
-                                   "init`") from None
-        dirty = [p for p in workspace.dirty_paths(self.root)
-                 if not any(p.startswith(own) or p == own.rstrip("/") for own in OWN_PATHS)]
-        spec_rel = self._rel(self.spec.path)
-        dirty = [p for p in dirty if p != spec_rel]
+        workspace.head_commit(self.root)  # CannotStart when there is no commit yet
+        spec_rel = relpath(self.spec.path, self.root)
+        dirty = [p for p in workspace.dirty_paths(self.root, ignore=OWN_PATHS) if p != spec_rel]
         if dirty and not self.options.allow_dirty:
             shown = ", ".join(dirty[:5]) + (f" and {len(dirty) - 5} more" if len(dirty) > 5
                                             else "")
@@ -176,7 +173,7 @@ class Orchestrator:
     def _initial_state(self) -> RunState:
         base = workspace.head_commit(self.root)
         state = RunState(
-            run_id=self.run_id, spec_id=self.spec.id, spec_path=self._rel(self.spec.path),
+            run_id=self.run_id, spec_id=self.spec.id, spec_path=relpath(self.spec.path, self.root),
             mode=self.plan.mode, base_commit=base,
             target_branch=workspace.current_branch(self.root), started=now_text(),
             provider=self.options.provider.provider, model=self.options.provider.model,
@@ -185,7 +182,7 @@ class Orchestrator:
         titles = {g.id: g.title for g in self.spec.groups}
         for wave in self.plan.waves:
             for batch in wave.batches:
-                for gid in batch.groups or [batch.id]:
+                for gid in batch.ids:
                     state.groups[gid] = GroupState(id=gid, title=titles.get(gid, ""),
                                                    wave=wave.label, batch=batch.id)
         if self.options.resume:
@@ -222,7 +219,7 @@ class Orchestrator:
         self._save(progress=f"Wave {wave.number}/{len(self.plan.waves)} ({pct}%)")
         todo = []
         for batch in wave.batches:
-            ids = batch.groups or [batch.id]
+            ids = batch.ids
             if all(self.state.groups[g].status == "complete" for g in ids):
                 self._emit({"type": "skip", "batch": batch.id, "reason": "already complete"})
                 continue
@@ -238,7 +235,7 @@ class Orchestrator:
         self._emit({"type": "wave_start", "wave": wave.label, "number": wave.number,
                     "batches": [b.id for b in todo]})
         results = self._execute(wave, todo)
-        for batch in sorted(todo, key=lambda b: self._order(b.groups or [b.id])):
+        for batch in sorted(todo, key=lambda b: self._order(b.ids)):
             result = results.get(batch.id)
             if result is not None and result.status in ("complete", "partial") and \
                     not self.cancel.is_set():
@@ -246,7 +243,7 @@ class Orchestrator:
         self._cleanup_worktrees(todo)
         wstate.status = "done"
         self._save()
-        ran = [g for b in todo for g in (b.groups or [b.id])]
+        ran = [g for b in todo for g in (b.ids)]
         failed = [g for g in ran if self.state.groups[g].status in ("failed",)]
         self._emit({"type": "wave_done", "wave": wave.label, "failed": failed})
         if self.cancel.is_set():
@@ -273,8 +270,7 @@ class Orchestrator:
                       key=self._order_one)
 
     def _order_one(self, gid: str) -> int:
-        ids = [g.id for g in self.spec.groups]
-        return ids.index(gid) if gid in ids else len(ids)
+        return self._spec_order.get(gid, len(self._spec_order))
 
     def _order(self, gids: list[str]) -> int:
         return min((self._order_one(g) for g in gids), default=0)
@@ -296,7 +292,7 @@ class Orchestrator:
         wdir = self.run_dir / "workers" / _ref_safe(batch_id)
         wdir.mkdir(parents=True, exist_ok=True)
         return make_assignment(self.project, self.spec, self.plan, self.options,
-                               run_id=self.run_id, spec_path=self._rel(self.spec.path),
+                               run_id=self.run_id, spec_path=relpath(self.spec.path, self.root),
                                batch_id=batch_id, groups=groups, worktree=wt_path,
                                branch=branch, base=base, result_path=wdir / "result.json",
                                record_dir=wdir)
@@ -315,7 +311,7 @@ class Orchestrator:
         while pending or running:
             while pending and len(running) < limit and not self.cancel.is_set():
                 batch = pending.pop(0)
-                ids = batch.groups or [batch.id]
+                ids = batch.ids
                 assignment = self._assignment(wave, batch.id, ids)
                 apath = Path(assignment.result_path).parent / "assignment.json"
                 assignment.write(apath)
@@ -343,7 +339,7 @@ class Orchestrator:
                 results[batch.id] = self._collect(assignment, self._run_in_process(assignment))
             if self.cancel.is_set() and not running:
                 for batch in pending:
-                    for gid in batch.groups or [batch.id]:
+                    for gid in batch.ids:
                         self._set_final(gid, status="interrupted", error="interrupted before "
                                         "the worker started", stop_reason="interrupted")
                 pending = []
@@ -364,7 +360,8 @@ class Orchestrator:
                     proc.process.join(timeout=1)
                     offsets[batch_id] = self._relay_progress(assignment,
                                                              offsets.get(batch_id, 0))
-                    results[batch_id] = self._collect(assignment, self._read_result(proc))
+                    results[batch_id] = self._collect(assignment,
+                                                      self._read_result(proc, assignment))
                     del running[batch_id]
             if running and not (pending and len(running) < limit):
                 time.sleep(0.05)
@@ -372,9 +369,6 @@ class Orchestrator:
 
     def _kill_commands(self, batch_id: str) -> None:
         """Kill the commands a killed worker left running (they have sessions of their own)."""
-        import contextlib
-        import os
-
         for pgid in self._commands.pop(batch_id, set()):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
@@ -384,11 +378,9 @@ class Orchestrator:
 
         return run_assignment(assignment, self.cancel)
 
-    def _read_result(self, proc) -> WorkerResult:
+    def _read_result(self, proc, assignment: Assignment) -> WorkerResult:
         """The worker's result file, or a failed result saying why there is none."""
-        ids_path = proc.assignment_path
-        assignment = Assignment.read(ids_path)
-        ids = [g.id for g in assignment.groups] or [assignment.batch]
+        ids = assignment.group_ids
         if proc.stop_reason == "timeout":
             return WorkerResult(group=ids[0], groups=ids, status="failed",
                                 stop_reason="timeout", batch=assignment.batch,
@@ -438,7 +430,7 @@ class Orchestrator:
     # ------------------------------------------------------------------ verification
     def _collect(self, assignment: Assignment, result: WorkerResult) -> WorkerResult:
         """Check a result against the assignment and git, then record it per group."""
-        ids = [g.id for g in assignment.groups] or [assignment.batch]
+        ids = assignment.group_ids
         return self._verify(result, ids=ids, batch=assignment.batch, branch=assignment.branch,
                             base=assignment.base_commit,
                             record_dir=Path(assignment.result_path).parent)
@@ -455,7 +447,7 @@ class Orchestrator:
         if self.cancel.is_set() and result.status not in ("complete",):
             result.stop_reason = "interrupted"
         exists = workspace.resolve_ref(self.root, branch) is not None
-        verified, rejected = workspace.verify_commits(self.root, result.commits, branch, base) \
+        _verified, rejected = workspace.verify_commits(self.root, result.commits, branch, base) \
             if exists else ([], [f"{c}: {branch} does not exist" for c in result.commits])
         deviations += [f"claimed commit not verified: {r}" for r in rejected]
         actual = workspace.commits_since(self.root, base, branch) if exists else []
@@ -481,7 +473,7 @@ class Orchestrator:
                 cost_usd=None if result.cost_usd is None else result.cost_usd * share,
                 duration_s=result.duration_s, stop_reason=result.stop_reason)
         result.status = status if status != "interrupted" else "failed"
-        self._write_json(record_dir / "verified-result.json", result.model_dump())
+        atomic_write_json(record_dir / "verified-result.json", result.model_dump())
         self._emit({"type": "worker_result", "batch": batch, "groups": ids,
                     "status": status, "error": result.error, "commits": len(actual),
                     "tokens": sum(result.usage.model_dump().values()),
@@ -517,7 +509,7 @@ class Orchestrator:
         """Remove worktrees of merged batches; keep failed ones (and say where) for inspection."""
         assert self.state is not None
         for batch in batches:
-            ids = batch.groups or [batch.id]
+            ids = batch.ids
             groups = [self.state.groups[g] for g in ids]
             if not groups or not groups[0].worktree:
                 continue
@@ -550,11 +542,6 @@ class Orchestrator:
             self._events_fh.flush()
         self.on_event(event)
 
-    def _write_json(self, path: Path, data: Any) -> None:
-        from agentrun.fsutil import atomic_write_json
-
-        atomic_write_json(path, data)
-
     def _save(self, progress: str | None = None, status: str | None = None) -> None:
         from agentrun.report.state_md import StateUpdate, update_state_file
 
@@ -566,14 +553,12 @@ class Orchestrator:
                 progress=progress, when=now_text()))
 
     def _finish(self, interrupted: bool) -> RunState:
-        from agentrun.fsutil import atomic_write_text
         from agentrun.report.state_md import StateUpdate, update_state_file
         from agentrun.report.summary import render_summary
         from agentrun.spec.writeback import set_frontmatter_value, upsert_section
 
         assert self.state is not None
         state = self.state
-        statuses = [g.status for g in state.groups.values()]
         for g in state.groups.values():
             if g.status in ("pending", "running"):
                 g.status = "interrupted" if interrupted else "blocked"
@@ -620,7 +605,7 @@ class Orchestrator:
             progress=progress, warnings=warnings, when=state.finished,
             next_step="review the changes, then `agentrun status`" if position == "review"
             else f"inspect, then `agentrun run {self.spec.id} --resume`"))
-        self._write_json(self.run_dir / "result.json", state.to_dict())
+        atomic_write_json(self.run_dir / "result.json", state.to_dict())
         if not interrupted:
             self._commit_report()
         self._emit({"type": "run_done", "status": state.status, "run_dir": str(self.run_dir)})
@@ -628,7 +613,8 @@ class Orchestrator:
 
     def _commit_report(self, message: str | None = None) -> None:
         """Commit the spec summary, STATE.md and execution state (only those paths)."""
-        paths = [self._rel(p) for p in (self.spec.path, self.project.state_md, self.state_file)
+        paths = [relpath(p, self.root)
+                 for p in (self.spec.path, self.project.state_md, self.state_file)
                  if Path(p).exists()]
         changed = set(workspace.dirty_paths(self.root, ignore=(".specflow/runs/",)))
         paths = [p for p in paths if p in changed]
@@ -639,12 +625,6 @@ class Orchestrator:
                       message or f"{self.spec.id}: execution summary (run {self.run_id})",
                       "--", *paths,
                       cwd=self.root, env=workspace.ensure_identity(self.root) or None)
-
-    def _rel(self, path: Path) -> str:
-        try:
-            return str(Path(path).resolve().relative_to(self.root.resolve()))
-        except ValueError:
-            return str(path)
 
 
 def make_assignment(project: Project, spec: Spec, plan: Plan, options: RunOptions, *,

@@ -37,6 +37,12 @@ class Batch:
     id: str
     groups: list[str]
 
+    @property
+    def ids(self) -> list[str]:
+        """The group ids this batch stands for; a spec without groups is one unit of work,
+        named by the batch."""
+        return self.groups or [self.id]
+
 
 @dataclass
 class Wave:

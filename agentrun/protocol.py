@@ -74,6 +74,12 @@ class Assignment(BaseModel):
     progress_path: str | None = None
     interactive: bool = False
 
+    @property
+    def group_ids(self) -> list[str]:
+        """The groups this worker stands for; a spec without groups is one unit of work,
+        named by the batch."""
+        return [g.id for g in self.groups] or [self.batch]
+
     def write(self, path: Path) -> None:
         atomic_write_text(path, self.model_dump_json(indent=2) + "\n")
 

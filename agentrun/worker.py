@@ -33,8 +33,8 @@ def run_assignment(assignment: Assignment, cancel: threading.Event | None = None
 
     command.SPAWN_HOOKS.append(spawned)
     try:
-        outcome = _run_agent(assignment, cancel, progress, provider)
-        result = _result_from_git(assignment, outcome, worktree)
+        outcome, model = _run_agent(assignment, cancel, progress, provider)
+        result = _result_from_git(assignment, outcome, model, worktree)
     except Exception as exc:  # the boundary of the worker: report, never crash silently
         from agentrun.errors import AgentrunError
 
@@ -49,6 +49,7 @@ def run_assignment(assignment: Assignment, cancel: threading.Event | None = None
     result.duration_s = round(time.monotonic() - started, 3)
     result.write(Path(assignment.result_path))
     progress.emit({"type": "done", "status": result.status, "stop_reason": result.stop_reason})
+    progress.close()
     return result
 
 
@@ -98,24 +99,22 @@ def make_provider(assignment: Assignment):
 
 
 def _base_result(a: Assignment, **fields: Any) -> WorkerResult:
-    ids = [g.id for g in a.groups] or [a.batch]  # a spec without groups is one unit of work
+    ids = a.group_ids
     return WorkerResult(group=ids[0], groups=ids, batch=a.batch,
                         branch=a.branch, worktree=a.worktree, **fields)
 
 
-def _result_from_git(a: Assignment, outcome_and_model, worktree: Path) -> WorkerResult:
+def _result_from_git(a: Assignment, outcome, model: str, worktree: Path) -> WorkerResult:
+    """Commit finished work and read files and commits from git, not from the model."""
     from agentrun import workspace
     from agentrun.providers.pricing import cost_usd
 
-    outcome, model = outcome_and_model
-    ids = ", ".join(g.id for g in a.groups)
+    # A failed attempt keeps its work in the worktree, uncommitted, for inspection: the branch
+    # only ever holds finished (complete or partial) work.
     if outcome.status in ("complete", "partial"):
+        ids = ", ".join(g.id for g in a.groups)
         title = "; ".join(g.title for g in a.groups if g.title) or "changes"
         workspace.commit_all(worktree, f"{a.spec_id} {ids}: {title}\n\n{outcome.summary}".strip())
-    else:
-        # A failed attempt keeps its work in the worktree (uncommitted) for inspection, but the
-        # branch only ever holds finished work.
-        pass
     commits = workspace.commits_since(worktree, a.base_commit)
     created, modified, deleted = workspace.changed_files(worktree, a.base_commit, "HEAD")
     usage = outcome.usage
@@ -129,17 +128,27 @@ def _result_from_git(a: Assignment, outcome_and_model, worktree: Path) -> Worker
 
 
 class _Progress:
-    """Progress events as NDJSON lines the orchestrator tails (robust to a killed worker)."""
+    """Progress events as NDJSON lines the orchestrator tails.
+
+    Line-buffered, so every event is on disk as soon as it is emitted, even if the worker is
+    killed a moment later.
+    """
 
     def __init__(self, path: str | None) -> None:
-        self.path = Path(path) if path else None
+        self._fh = open(path, "a", encoding="utf-8", buffering=1) if path else None  # noqa: SIM115
+        self._lock = threading.Lock()
 
     def emit(self, event: dict[str, Any]) -> None:
-        if self.path is None:
-            return
         line = json.dumps({"t": round(time.time(), 3), **event}, default=str) + "\n"
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(line)
+        with self._lock:
+            if self._fh is not None:
+                self._fh.write(line)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
 
 
 def process_main(assignment_path: str) -> None:

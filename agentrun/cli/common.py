@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
 from agentrun.cli.output import Output, detect_mode
+from agentrun.fsutil import relpath
 
 if TYPE_CHECKING:
     from agentrun.project import Project
@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 SPEC_ARG = typer.Argument(None, metavar="[SPEC]", show_default=False,
                           help="Spec file or id (default: the active spec in .specflow/STATE.md).")
+__all__ = ["JSON_OPT", "SPEC_ARG", "load", "output", "relpath"]
+
 JSON_OPT = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 
 
@@ -29,11 +31,3 @@ def load(spec_arg: str | None) -> tuple[Project, Spec]:
 
     project, path = project_for_spec(spec_arg)
     return project, load_spec(path)
-
-
-def relpath(path: Path | str, root: Path | None = None) -> str:
-    path = Path(path)
-    try:
-        return str(path.resolve().relative_to((root or Path.cwd()).resolve()))
-    except ValueError:
-        return str(path)

@@ -78,7 +78,6 @@ def execute(spec_arg: str | None, out, **opts: Any) -> int:
     from agentrun.cli.render import plan_summary
     from agentrun.orchestrator import Orchestrator, RunOptions
     from agentrun.plan import build_plan
-    from agentrun.protocol import ProviderSettings, WorkerLimits
 
     if opts["mode"] not in (None, "single", "orchestrated"):
         raise BadInput(f"invalid --mode {opts['mode']!r}", hint="use single or orchestrated")
@@ -100,16 +99,7 @@ def execute(spec_arg: str | None, out, **opts: Any) -> int:
         from agentrun import pool
 
         pool.warm_up(cfg.provider)
-    limits = WorkerLimits(
-        max_steps=opts["max_steps"] or config.get("max_steps"),
-        token_budget=opts["token_budget"] or config.get("token_budget", 100_000),
-        timeout_s=opts["worker_timeout"] or config.get("worker_timeout_s", 1800.0),
-        max_retries=opts["max_retries"] if opts["max_retries"] is not None
-        else config.get("retries", 3))
-    settings = ProviderSettings(provider=cfg.provider, model=cfg.model, base_url=cfg.base_url,
-                                max_retries=cfg.max_retries, timeout_s=cfg.timeout_s,
-                                script=str(Path(cfg.script).resolve()) if cfg.script else None,
-                                record=str(opts["record"].resolve()) if opts["record"] else None)
+    settings, limits = worker_settings(config, cfg, opts)
     if opts["record"]:
         from agentrun.providers.recording import reset_recording
 
@@ -156,6 +146,24 @@ def execute(spec_arg: str | None, out, **opts: Any) -> int:
     if state.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_OK if state.status == "complete" else EXIT_FAILED
+
+
+def worker_settings(config: dict[str, Any], cfg, opts: dict[str, Any]):
+    """The provider settings and limits every worker of a run gets: flags, then config."""
+    from agentrun.protocol import ProviderSettings, WorkerLimits
+
+    limits = WorkerLimits(
+        max_steps=opts["max_steps"] or config.get("max_steps"),
+        token_budget=opts["token_budget"] or config.get("token_budget", 100_000),
+        timeout_s=opts["worker_timeout"] or config.get("worker_timeout_s", 1800.0),
+        max_retries=opts["max_retries"] if opts["max_retries"] is not None
+        else config.get("retries", 3))
+    record = opts.get("record")
+    settings = ProviderSettings(provider=cfg.provider, model=cfg.model, base_url=cfg.base_url,
+                                max_retries=cfg.max_retries, timeout_s=cfg.timeout_s,
+                                script=str(Path(cfg.script).resolve()) if cfg.script else None,
+                                record=str(record.resolve()) if record else None)
+    return settings, limits
 
 
 def _provider_config(project, plan, opts):

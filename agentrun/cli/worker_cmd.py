@@ -15,6 +15,7 @@ import typer
 
 from agentrun.cli.common import JSON_OPT, output
 from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, CannotStart
+from agentrun.fsutil import relpath
 
 
 def worker(
@@ -108,7 +109,6 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: 
     from agentrun import workspace
     from agentrun.aggregate import (
         BLOCKING,
-        batch_ids,
         ci_branch,
         describe_batches,
         find_batch,
@@ -129,7 +129,7 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: 
                        hint="pass one matrix entry's `groups` from `agentrun plan SPEC --matrix` "
                             "(with the same --mode/--max-workers)")
     wave, batch = match
-    ids = batch_ids(batch)
+    ids = batch.ids
     root = workspace.repo_root(project.root)
     base = workspace.resolve_ref(root, base_arg or "HEAD")
     if base is None:
@@ -140,8 +140,8 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: 
         raise CannotStart(f"uncommitted changes in the checkout: {', '.join(dirty[:5])}",
                           hint="a CI worker commits everything in the checkout: run it in a "
                                "clean clone, and write --out outside it")
-    spec_rel = _rel(spec.path, root)
-    state_rel = _rel(project.execution_dir / f"{spec.id}-state.json", root)
+    spec_rel = relpath(spec.path, root)
+    state_rel = relpath(project.execution_dir / f"{spec.id}-state.json", root)
     state = read_state_at(root, base, state_rel)
     problem = previous_waves_problem(root, plan, state, wave, base, f"--base {base[:12]}")
     if problem:
@@ -181,22 +181,13 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: 
 def _run(project, spec, plan, batch_id, ids, root, branch, base, spec_rel, run_id, out_path,
          opts, extras, cancel):
     from agentrun import workspace
-    from agentrun.cli.run_cmd import _provider_config
+    from agentrun.cli.run_cmd import _provider_config, worker_settings
     from agentrun.orchestrator import RunOptions, make_assignment
-    from agentrun.protocol import ProviderSettings, WorkerLimits
     from agentrun.worker import run_assignment
 
     config = project.config
     cfg = _provider_config(project, plan, opts)
-    settings = ProviderSettings(provider=cfg.provider, model=cfg.model, base_url=cfg.base_url,
-                                max_retries=cfg.max_retries, timeout_s=cfg.timeout_s,
-                                script=str(Path(cfg.script).resolve()) if cfg.script else None)
-    limits = WorkerLimits(
-        max_steps=opts["max_steps"] or config.get("max_steps"),
-        token_budget=opts["token_budget"] or config.get("token_budget", 100_000),
-        timeout_s=opts["worker_timeout"] or config.get("worker_timeout_s", 1800.0),
-        max_retries=opts["max_retries"] if opts["max_retries"] is not None
-        else config.get("retries", 3))
+    settings, limits = worker_settings(config, cfg, opts)
     options = RunOptions(provider=settings, limits=limits,
                          validation_command=opts["validation_command"]
                          or config.get("validation_command"),
@@ -227,13 +218,6 @@ def _switch(root: Path, branch: str, base: str) -> None:
         raise CannotStart(f"branch {branch} already exists at {existing[:12]}, not at the base "
                           f"{base[:12]}",
                           hint=f"run in a fresh clone, or delete it: `git branch -D {branch}`")
-
-
-def _rel(path: Path, root: Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(root.resolve()))
-    except ValueError:
-        return str(path)
 
 
 def _print(out, doc: dict[str, Any], where: str) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from agentrun.fsutil import relpath
 from agentrun.report.execution_state import RunState
 from agentrun.report.summary import STATUS_MARK, format_cost
 
@@ -76,11 +77,7 @@ def audit_annotations(results: Iterable[Any], root: Path | None = None) -> list[
 def _relative(path: Any, root: Path | None) -> str | None:
     if not path:
         return None
-    base = Path(root or os.environ.get("GITHUB_WORKSPACE") or Path.cwd())
-    try:
-        return str(Path(path).resolve().relative_to(base.resolve()))
-    except (ValueError, OSError):
-        return str(path)
+    return relpath(path, Path(root or os.environ.get("GITHUB_WORKSPACE") or Path.cwd()))
 
 
 # --- markdown --------------------------------------------------------------------------------
