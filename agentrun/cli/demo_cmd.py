@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -26,6 +27,7 @@ def demo(
     from agentrun.cli.run_cmd import execute
     from agentrun.errors import BadInput
     from agentrun.resources import packaged_dir
+    from agentrun.workspace import git
 
     out = output(json_out)
     target = (directory or Path(tempfile.mkdtemp(prefix="agentrun-demo-"))).resolve()
@@ -34,15 +36,12 @@ def demo(
                        hint="pass --dir with a new or empty directory")
     shutil.copytree(packaged_dir("example"), target, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".keep"))
-    env_git = ["-c", "user.name=agentrun demo", "-c", "user.email=demo@agentrun.invalid",
-               "-c", "commit.gpgsign=false"]
+    identity = ["-c", "user.name=agentrun demo", "-c", "user.email=demo@agentrun.invalid",
+                "-c", "commit.gpgsign=false"]
     for args in (["init", "-q", "-b", "main"], ["add", "-A"],
-                 [*env_git, "commit", "-q", "-m", "Example project"]):
-        subprocess.run(["git", *args], cwd=target, check=True, capture_output=True)
+                 [*identity, "commit", "-q", "-m", "Example project"]):
+        git(*args, cwd=target)
     out.progress(f"demo project: {target}")
-    import importlib.util
-    import os
-
     validation = None
     if importlib.util.find_spec("pytest") is None:
         # The example validates with its pytest suite; without pytest installed the demo still
@@ -54,18 +53,13 @@ def demo(
     cwd = Path.cwd()
     os.chdir(target)
     try:
-        code = execute(
-            f".specflow/specs/{spec}.md", out, yes=True, dry_run=False, mode=None,
-            max_parallel=None, on_failure="continue", allow_dirty=False, require_audit=False,
-            resume=False, provider="scripted", model=None,
-            script=Path(".specflow/demo-script.yaml"), record=None, max_steps=None,
-            token_budget=None, worker_timeout=None, max_retries=None, validation_command=validation,
-            sequential=False, interactive=False)
+        code = execute(f".specflow/specs/{spec}.md", out, yes=True, on_failure="continue",
+                       provider="scripted", script=Path(".specflow/demo-script.yaml"),
+                       validation_command=validation)
     finally:
         os.chdir(cwd)
     if out.mode != "json":
-        log = subprocess.run(["git", "log", "--oneline", "--graph", "-n", "20"], cwd=target,
-                             capture_output=True, text=True).stdout
+        log = git("log", "--oneline", "--graph", "-n", "20", cwd=target)
         out.stdout.print("\nCommits on main:\n" + log)
         out.stdout.print(f"Explore: cd {target} && git log --stat && "
                          f"cat .specflow/STATE.md .specflow/specs/{spec}.md")

@@ -70,8 +70,22 @@ def run(
     raise typer.Exit(code)
 
 
-def execute(spec_arg: str | None, out, **opts: Any) -> int:
+# What `run` does when an option is not given (callers like `demo` pass only what differs).
+RUN_DEFAULTS: dict[str, Any] = {
+    "yes": False, "dry_run": False, "mode": None, "max_parallel": None, "on_failure": None,
+    "allow_dirty": False, "require_audit": False, "resume": False, "provider": None,
+    "model": None, "script": None, "record": None, "max_steps": None, "token_budget": None,
+    "worker_timeout": None, "max_retries": None, "validation_command": None,
+    "sequential": False, "interactive": False, "junit": None, "events": None,
+}
+
+
+def execute(spec_arg: str | None, out, **given: Any) -> int:
     """The body of `run` (also used by `demo`); returns the exit code."""
+    unknown = set(given) - set(RUN_DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown run options: {', '.join(sorted(unknown))}")
+    opts = {**RUN_DEFAULTS, **given}
     from agentrun.cli.ci_report import event_stream, publish_reports
     from agentrun.cli.common import load
     from agentrun.cli.live import progress_for
@@ -133,7 +147,7 @@ def execute(spec_arg: str | None, out, **opts: Any) -> int:
         interactive=opts["interactive"] and tty, use_processes=not opts["sequential"],
         pricing=config.get("pricing") or {}, ask_continue=ask, warnings=warnings)
     with progress_for(out) as progress, \
-            event_stream(opts.get("events"), progress, out) as on_event:
+            event_stream(opts["events"], progress, out) as on_event:
         orchestrator = Orchestrator(project, spec, plan, options, on_event=on_event)
         try:
             state = orchestrator.run()
@@ -142,7 +156,7 @@ def execute(spec_arg: str | None, out, **opts: Any) -> int:
 
             pool.shut_down()
     _report(out, state, orchestrator)
-    publish_reports(out, state, spec, opts.get("junit"))
+    publish_reports(out, state, spec, opts["junit"])
     if state.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_OK if state.status == "complete" else EXIT_FAILED

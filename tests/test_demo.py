@@ -1,0 +1,31 @@
+"""`agentrun demo`: the README's first command, offline, end to end."""
+
+from __future__ import annotations
+
+import json
+
+from clirun import agentrun
+from gitutil import run_git
+
+
+def test_demo_runs_the_example_end_to_end(tmp_path):
+    target = tmp_path / "demo"
+    proc = agentrun("demo", "--dir", str(target), "--json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] == "complete" and result["mode"] == "orchestrated"
+    assert len(result["groups"]) >= 5
+    merges = run_git(target, "log", "--merges", "--format=%s").splitlines()
+    assert len(merges) == len(result["groups"])
+    spec = (target / ".specflow/specs/SPEC-002.md").read_text()
+    assert "## Execution Summary" in spec and "status: review" in spec
+    assert "Complete" in (target / ".specflow/STATE.md").read_text()
+    assert run_git(target, "status", "--porcelain") == ""
+
+
+def test_demo_refuses_a_directory_that_is_not_empty(tmp_path):
+    (tmp_path / "keep.txt").write_text("mine")
+    proc = agentrun("demo", "--dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert "not empty" in proc.stderr and "Traceback" not in proc.stderr
+    assert (tmp_path / "keep.txt").read_text() == "mine"
