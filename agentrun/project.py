@@ -65,12 +65,8 @@ class Project:
 
     def resolve_spec(self, value: str) -> Path:
         """A spec argument as a path, or as an id/name inside `.specflow/specs/`."""
-        candidates = [Path(value)]
-        if not value.endswith(".md"):
-            candidates.append(Path(value + ".md"))
-        for base in (self.specs_dir,):
-            candidates += [base / value, base / (value + ".md")]
-        for cand in candidates:
+        names = [value] if value.endswith(".md") else [value, value + ".md"]
+        for cand in [*(Path(n) for n in names), *(self.specs_dir / n for n in names)]:
             if cand.exists():
                 return cand
         return Path(value)
@@ -124,12 +120,12 @@ def load_config(root: Path) -> dict[str, Any]:
 
 def project_for_spec(spec_arg: str | None, cwd: Path | None = None) -> tuple[Project, Path]:
     """Resolve the command's project and spec path from an optional SPEC argument."""
-    cwd = Path(cwd or Path.cwd())
+    project = find_project(Path(cwd or Path.cwd()))
     if spec_arg is None:
-        project = find_project(cwd)
         return project, project.active_spec()
-    project = find_project(cwd)
     path = project.resolve_spec(spec_arg)
-    if path.exists():
-        project = find_project(path.resolve().parent)
+    if path.exists():  # the spec's own project wins (a spec path into another checkout)
+        owner = find_project(path.resolve().parent)
+        if owner.root != project.root:
+            project = owner
     return project, path

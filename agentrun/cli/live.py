@@ -38,7 +38,6 @@ class Progress:
         self.rows: dict[str, Row] = {}
         self.waves_total = 0
         self.waves_done = 0
-        self.wave_label = ""
 
     def __enter__(self) -> Progress:
         return self
@@ -51,8 +50,6 @@ class Progress:
         batch = event.get("batch")
         if kind == "run_start":
             self.waves_total = event.get("waves", 0)
-        elif kind == "wave_start":
-            self.wave_label = event.get("wave", "")
         elif kind == "wave_done":
             self.waves_done += 1
         elif kind == "worker_start" and batch:
