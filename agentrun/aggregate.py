@@ -159,8 +159,7 @@ def read_results(paths: Iterable[Path], spec: Spec, plan: Plan) -> list[CIResult
         if not path.is_file():
             raise BadInput(f"result file not found: {path}", hint=RESULT_HINT)
         try:
-            result = WorkerResult.read(path)
-            data = json.loads(path.read_text(encoding="utf-8"))
+            result, data = WorkerResult.read_with_extras(path)
         except ValueError as exc:
             raise BadInput(str(exc), hint=RESULT_HINT) from None
         named = data.get("spec")
@@ -322,11 +321,8 @@ class Aggregator(Orchestrator):
     def _pause(self) -> RunState:
         """Between waves: save the state, an interim summary and STATE.md, and commit them,
         so the next wave's jobs (and its aggregate) start from this commit."""
-        from agentrun.fsutil import atomic_write_text
         from agentrun.report.execution_state import save_state
         from agentrun.report.state_md import StateUpdate, update_state_file
-        from agentrun.report.summary import render_summary
-        from agentrun.spec.writeback import upsert_section
 
         assert self.state is not None
         state = self.state
@@ -334,11 +330,7 @@ class Aggregator(Orchestrator):
         nxt = self.plan.waves[self.wave.number]
         save_state(self.state_file, state)
         when = now_text()
-        text = self.spec.path.read_text(encoding="utf-8")
-        body = render_summary(state, [c.text for c in self.spec.acceptance_criteria], when)
-        new = upsert_section(text, "Execution Summary", body)
-        if new != text:
-            atomic_write_text(self.spec.path, new)
+        self._write_summary(when)
         update_state_file(self.project.state_md, StateUpdate(
             spec_id=self.spec.id, status="running", run_id=self.run_id, mode=self.plan.mode,
             progress=f"Wave {nxt.number}/{total} ({round(100 * self.wave.number / total)}%)",

@@ -554,8 +554,6 @@ class Orchestrator:
 
     def _finish(self, interrupted: bool) -> RunState:
         from agentrun.report.state_md import StateUpdate, update_state_file
-        from agentrun.report.summary import render_summary
-        from agentrun.spec.writeback import set_frontmatter_value, upsert_section
 
         assert self.state is not None
         state = self.state
@@ -592,14 +590,8 @@ class Orchestrator:
                                         if g.status != "complete"))
         save_state(self.state_file, state)
         # the spec: Execution Summary and status (review only when everything completed)
-        text = self.spec.path.read_text(encoding="utf-8")
-        body = render_summary(state, [c.text for c in self.spec.acceptance_criteria],
-                              state.finished)
-        new = upsert_section(text, "Execution Summary", body)
-        if state.status == "complete":
-            new = set_frontmatter_value(new, "status", "review")
-        if new != text:
-            atomic_write_text(self.spec.path, new)
+        self._write_summary(state.finished, status="review" if state.status == "complete"
+                            else None)
         update_state_file(self.project.state_md, StateUpdate(
             spec_id=self.spec.id, status=position, run_id=self.run_id, mode=self.plan.mode,
             progress=progress, warnings=warnings, when=state.finished,
@@ -610,6 +602,20 @@ class Orchestrator:
             self._commit_report()
         self._emit({"type": "run_done", "status": state.status, "run_dir": str(self.run_dir)})
         return state
+
+    def _write_summary(self, when: str, status: str | None = None) -> None:
+        """Write the spec's `## Execution Summary` (and `status`), every other byte unchanged."""
+        from agentrun.report.summary import render_summary
+        from agentrun.spec.writeback import set_frontmatter_value, upsert_section
+
+        assert self.state is not None
+        text = self.spec.path.read_text(encoding="utf-8")
+        body = render_summary(self.state, [c.text for c in self.spec.acceptance_criteria], when)
+        new = upsert_section(text, "Execution Summary", body)
+        if status:
+            new = set_frontmatter_value(new, "status", status)
+        if new != text:
+            atomic_write_text(self.spec.path, new)
 
     def _commit_report(self, message: str | None = None) -> None:
         """Commit the spec summary, STATE.md and execution state (only those paths)."""

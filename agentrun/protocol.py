@@ -134,19 +134,26 @@ class WorkerResult(BaseModel):
     @classmethod
     def read(cls, path: Path) -> WorkerResult:
         """Parse a result file; raises ValueError with a readable reason when invalid."""
+        return cls.read_with_extras(path)[0]
+
+    @classmethod
+    def read_with_extras(cls, path: Path) -> tuple[WorkerResult, dict[str, Any]]:
+        """The result and the file's whole JSON object (CI jobs add spec, base commit, ...)."""
         try:
             text = Path(path).read_text(encoding="utf-8")
         except FileNotFoundError:
             raise ValueError(f"no result file at {path}") from None
         except UnicodeDecodeError:
             raise ValueError(f"result file {path} is not UTF-8 text") from None
+        except OSError as exc:
+            raise ValueError(f"cannot read result file {path}: {exc.strerror or exc}") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"result file {path} is not valid JSON ({exc.msg} at line "
                              f"{exc.lineno})") from None
         try:
-            return cls.model_validate(data)
+            return cls.model_validate(data), data
         except ValidationError as exc:
             raise ValueError(f"result file {path} does not match the result schema: "
                              f"{_first_error(exc)}") from None

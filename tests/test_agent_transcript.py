@@ -8,6 +8,8 @@ from agent_fixtures import RecordingProvider, call, make_repo, make_task, submit
 
 from agentrun.agent.loop import run_agent
 from agentrun.agent.transcript import REDACTED, Redactor, Transcript, secret_values
+from agentrun.tools import policy
+from agentrun.tools.base import CommandPolicy
 
 SECRET = "hunter2-very-secret-value"
 SK = "sk-ant-api03-" + "A" * 40
@@ -60,6 +62,13 @@ def test_only_secret_looking_variables_are_collected():
     env = {"OPENAI_API_KEY": "abcdefgh", "GH_TOKEN": "tok-123456", "DB_PASSWORD": "pw-123456",
            "X_SECRET": "shhhhhhh", "HOME": "/root", "SHORT_TOKEN": "abc"}
     assert set(secret_values(env)) == {"abcdefgh", "tok-123456", "pw-123456", "shhhhhhh"}
+
+
+def test_transcript_redacts_what_run_command_scrubs():
+    env = {"AWS_SECRET_ACCESS_KEY": "aws-secret-123", "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
+           "PATH": "/usr/bin"}
+    scrubbed = policy.secret_values(CommandPolicy(), env)
+    assert secret_values(env) == scrubbed == ["aws-secret-123"]
 
 
 def test_long_text_is_truncated_after_redaction(tmp_path):

@@ -142,7 +142,20 @@ def test_thresholds_flags_over_config_over_defaults():
     assert "--total-context-max" in err.value.message
 
 
-def test_shared_sections_are_what_a_worker_assignment_carries():
-    from agentrun.orchestrator import SHARED_SECTIONS as ASSIGNED
+def test_shared_sections_are_what_a_worker_assignment_carries(project):
+    from agentrun.orchestrator import RunOptions, make_assignment
+    from agentrun.plan import build_plan
+    from agentrun.project import Project
+    from agentrun.protocol import ProviderSettings
 
-    assert SHARED_SECTIONS == ASSIGNED
+    spec, est = measure(project)
+    options = RunOptions(ProviderSettings(provider="", model=""))
+    assignment = make_assignment(
+        Project(project), spec, build_plan(spec), options, run_id="r", spec_path="SPEC-9.md",
+        batch_id="G1", groups=["G1"], worktree=project, branch="b", base="0" * 40,
+        result_path=project / "r.json", record_dir=project)
+    counted = {p.label.removeprefix("section ").lower().replace(" ", "_"): p.tokens
+               for p in est.groups[0].parts if p.label.startswith("section ")}
+    assert counted == {k: estimate_tokens(v, "gpt-4o").tokens
+                       for k, v in assignment.sections.items() if v}
+    assert set(counted) >= {"context", "task", "requirements", "constraints"}

@@ -6,7 +6,7 @@ import json
 import socket
 
 import pytest
-from fake_model_server import Error, Raw, Reply
+from fake_model_server import Error, Raw, Reply, openai_completion_json
 
 from agentrun.providers.anthropic_provider import AnthropicProvider
 from agentrun.providers.base import Message, Provider, Request, ToolSpec, Turn
@@ -22,6 +22,7 @@ from agentrun.providers.errors import (
 )
 from agentrun.providers.openai_provider import OpenAIProvider
 from agentrun.providers.scripted import ScriptedProvider
+from agentrun.providers.tokens import estimate_request, estimate_tokens
 
 ANTHROPIC_KEY = "sk-ant-test-SECRET-0123456789"
 OPENAI_KEY = "sk-proj-test-SECRET-9876543210"
@@ -261,6 +262,18 @@ def test_openai_usage_subtracts_cached_tokens(fake_model_server):
     second = provider.complete(req)
     assert second.usage.to_dict() == {"input_tokens": 300, "output_tokens": 4,
                                       "cache_read_tokens": 0, "cache_write_tokens": 0}
+
+
+def test_openai_missing_usage_is_estimated_from_the_whole_request(fake_model_server):
+    body = openai_completion_json("done")
+    del body["usage"]  # some OpenAI-compatible servers send none
+    fake_model_server.queue(Raw(json.dumps(body).encode()))
+    req = Request(system="s", messages=[Message("user", "x")], tools=TOOLS)
+    turn = make("openai", fake_model_server).complete(req)
+    without_tools = estimate_request(Request(system="s", messages=req.messages), "gpt-4.1")
+    assert turn.usage.input_tokens == estimate_request(req, "gpt-4.1").tokens
+    assert turn.usage.input_tokens > without_tools.tokens  # tool schemas are read too
+    assert turn.usage.output_tokens == estimate_tokens("done", "gpt-4.1").tokens > 0
 
 
 def test_openai_invalid_tool_argument_json_sets_arguments_error(fake_model_server):

@@ -73,25 +73,29 @@ class TokenTracker:
 
     def threshold(self) -> int:
         """The highest threshold reached (0 when below 50%)."""
-        pct = self.percent
-        return next((t for t, _ in THRESHOLDS if pct >= t), 0)
+        return _level(self.percent)[0]
 
     def is_above(self, percent: float) -> bool:
         return self.percent >= percent
 
     def recommendation(self) -> str:
-        pct = self.percent
-        return next((rec for t, rec in THRESHOLDS if pct >= t), "continue")
+        return _level(self.percent)[1]
 
     def status(self) -> dict[str, Any]:
         """What `check_token_budget` returns to the model."""
-        used = self.used
+        used = self.used  # read once: every figure below describes the same moment
         pct = used / self.budget * 100
+        threshold, recommendation = _level(pct)
         return {
             "used": used,
             "budget": self.budget,
             "remaining": max(0, self.budget - used),
             "percent": round(pct, 1),
-            "threshold": next((t for t, _ in THRESHOLDS if pct >= t), 0),
-            "recommendation": next((rec for t, rec in THRESHOLDS if pct >= t), "continue"),
+            "threshold": threshold,
+            "recommendation": recommendation,
         }
+
+
+def _level(percent: float) -> tuple[int, str]:
+    """The highest threshold `percent` reaches and its recommendation ((0, continue) below 50%)."""
+    return next(((t, rec) for t, rec in THRESHOLDS if percent >= t), (0, "continue"))

@@ -80,14 +80,14 @@ class ErrorClassifier:
             if self.denials >= self.denials_before_escalation:
                 return Verdict(Decision.ESCALATE,
                                f"permission problem: {self.denials} denied operations "
-                               f"(last: {call.name}: {_first_line(result.content)})",
+                               f"(last: {call.name}: {first_line(result.content)})",
                                (call.id,))
             return Verdict(Decision.CONTINUE, f"{kind}: the model may choose another way",
                            (call.id,))
         if self.breaker.reflected:
             return Verdict(Decision.BACKTRACK,
                            f"errors continued after reflection ({call.name}: "
-                           f"{_first_line(result.content)})", (call.id,))
+                           f"{first_line(result.content)})", (call.id,))
         return Verdict(Decision.CONTINUE, f"{kind}: the model sees the error", (call.id,))
 
     def backtracked(self) -> None:
@@ -112,6 +112,7 @@ def is_infrastructure(exc: ProviderError) -> bool:
     return bool(exc.retryable)
 
 
-def _first_line(text: str, limit: int = 160) -> str:
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+def first_line(text: str, limit: int = 160, empty: str = "") -> str:
+    """The first non-blank line of a tool's output, cut to `limit` chars (`empty` if none)."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), empty)
     return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -21,6 +21,7 @@ from agentrun.agent.classifier import (
     ErrorClassifier,
     Verdict,
     classify_provider_error,
+    first_line,
 )
 from agentrun.agent.context import clean_context
 from agentrun.agent.definitions import AgentDefinition
@@ -57,13 +58,12 @@ class AttemptResult:
     wrote: bool = False  # a write tool was called
 
 
-def tool_names_for(agent: AgentDefinition, depth: int = 0) -> list[str]:
-    """The agent's tools plus the two every agent has; no `spawn_subagent` below the top."""
+def tool_names_for(agent: AgentDefinition) -> list[str]:
+    """A top-level agent's tools plus the two every agent has (sub-agents: `LoopHooks`)."""
     from agentrun.tools.registry import ALL_TOOLS
 
     names = list(agent.tools) if agent.tools else list(ALL_TOOLS)
-    names += [t for t in ALWAYS_TOOLS if t not in names]
-    return [t for t in names if not (depth >= 1 and t == "spawn_subagent")]
+    return names + [t for t in ALWAYS_TOOLS if t not in names]
 
 
 class Conversation:
@@ -183,8 +183,8 @@ class Conversation:
             failed.append(result.is_error)
             if result.is_error:
                 self.failed_ids.append(call.id)
-                self.recent_errors.append({"tool": call.name,
-                                           "error": _first_line(result.content)})
+                error = first_line(result.content, 200, "(no output)")
+                self.recent_errors.append({"tool": call.name, "error": error})
             else:
                 self.failed_ids, self.recent_errors, self.reflection = [], [], []
             call_verdict = self.classifier.tool_result(call, result)
@@ -415,8 +415,3 @@ def _call_dict(call: ToolCall) -> dict[str, Any]:
 def _short_args(arguments: dict[str, Any], limit: int = 200) -> str:
     text = json.dumps(arguments, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _first_line(text: str, limit: int = 200) -> str:
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "(no output)")
-    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -22,6 +22,7 @@ from agentrun.agent.definitions import AgentDefinition
 from agentrun.agent.prompts import render
 from agentrun.agent.retry import failure_condition, run_validation, tail
 from agentrun.agent.runtime import Runtime
+from agentrun.agent.snapshots import restore_snapshot, take_snapshot
 from agentrun.agent.terminator import Limits, Terminator
 from agentrun.agent.transcript import Redactor, Transcript
 from agentrun.errors import AgentrunError
@@ -79,8 +80,7 @@ def run_agent(task: AgentTask, provider: Provider, *, transcript: Transcript | N
                  terminator=Terminator(limits, tracker, started=clock(), clock=clock,
                                        cancelled=cancel.is_set),
                  project_root=task.project_root, policy=task.command_policy or CommandPolicy(),
-                 interactive=task.interactive, on_event=on_event, sleep=sleep, ask=ask,
-                 clock=clock)
+                 interactive=task.interactive, on_event=on_event, sleep=sleep, ask=ask)
     names = tool_names_for(task.agent)
     max_attempts = 1 + limits.max_retries if limits.retry_on_failure else 1
     rt.record("run_start", agent=task.agent.name, group=task.group, tools=names,
@@ -125,8 +125,6 @@ def _run_attempt(rt: Runtime, task: AgentTask, text: str, names: list[str], atte
         if "taken" in snap:
             return
         snap["taken"] = True
-        from agentrun.agent.snapshots import take_snapshot
-
         try:
             snap["snapshot"] = take_snapshot(rt.worktree)
             rt.record("snapshot", attempt=attempt, tree=snap["snapshot"].tree,
@@ -170,8 +168,6 @@ def _changed(rt: Runtime, result: AttemptResult) -> bool:
         return False
     if result.snapshot is None:
         return True  # a write was attempted and nothing tells us otherwise
-    from agentrun.agent.snapshots import take_snapshot
-
     try:
         now = take_snapshot(rt.worktree)
     except (AgentrunError, OSError):
@@ -187,8 +183,6 @@ def _rollback(rt: Runtime, result: AttemptResult) -> bool:
         rt.record("rollback_failed", error="no snapshot was taken before the first write")
         result.error = f"{result.error}; cannot roll back before a retry (no snapshot)"
         return False
-    from agentrun.agent.snapshots import restore_snapshot
-
     try:
         restore_snapshot(rt.worktree, result.snapshot)
     except (AgentrunError, OSError) as exc:

@@ -4,7 +4,6 @@ transcript, cancellation and the way progress is reported."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,6 @@ class Runtime:
     on_event: Callable[[dict[str, Any]], None] | None = None
     sleep: Callable[[float], None] | None = None
     ask: Callable[[str], bool] | None = None
-    clock: Callable[[], float] = time.monotonic
 
     def record(self, type: str, **data: Any) -> None:
         self.transcript.record(type, **data)

@@ -8,7 +8,6 @@ readable record. With no path the events stay in memory (`events`), which is wha
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import time
@@ -16,8 +15,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
-REDACTED = "[REDACTED]"
+from agentrun.tools import policy
+from agentrun.tools.base import CommandPolicy
+from agentrun.tools.policy import REDACTED
+
 MAX_TEXT = 4_000  # characters of any one string value kept in the transcript
 
 _PATTERNS = [
@@ -31,14 +32,10 @@ _PATTERNS = [
 ]
 
 
-def secret_values(environ: Mapping[str, str] | None = None,
-                  suffixes: Iterable[str] = SECRET_SUFFIXES) -> list[str]:
-    """Values of environment variables whose names mark them as secrets (long enough to be
-    unambiguous), longest first so that overlapping values are replaced whole."""
-    env = os.environ if environ is None else environ
-    ends = tuple(s.upper() for s in suffixes)
-    values = {v for k, v in env.items() if k.upper().endswith(ends) and len(v) >= 6}
-    return sorted(values, key=len, reverse=True)
+def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values of the secret environment variables (the ones `run_command` scrubs), longest
+    first so that overlapping values are replaced whole."""
+    return policy.secret_values(CommandPolicy(), environ)
 
 
 class Redactor:
@@ -46,9 +43,7 @@ class Redactor:
         self.secrets = [s for s in secrets if s]
 
     def text(self, value: str) -> str:
-        for secret in self.secrets:
-            if secret in value:
-                value = value.replace(secret, REDACTED)
+        value = policy.redact(value, self.secrets)
         for pattern in _PATTERNS:
             value = pattern.sub(_replacement, value)
         return value

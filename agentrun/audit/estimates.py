@@ -15,16 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from agentrun.errors import BadInput
+from agentrun.orchestrator import SHARED_SECTIONS  # what a worker's assignment carries
 from agentrun.providers.tokens import context_window, estimate_tokens
 from agentrun.spec.model import Spec, TaskGroup
 from agentrun.spec.refs import looks_like_path
 
 DEFAULT_GROUP_MAX = 0.30
 DEFAULT_TOTAL_MAX = 0.50
-# What a worker's assignment carries of the spec (agentrun/orchestrator.py SHARED_SECTIONS),
-# plus the acceptance criteria; the test suite checks the two lists stay the same.
-SHARED_SECTIONS = ("Context", "Task", "Goal Analysis", "Requirements", "Constraints",
-                   "Assumptions")
 MAX_EXACT_BYTES = 2_000_000  # larger files are estimated by size: counting them is slow
 _CODE = re.compile(r"`([^`\r\n]+)`")
 

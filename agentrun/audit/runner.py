@@ -232,8 +232,9 @@ def audit_spec(path: Path | str, project: Project, access: ModelAccess,
         result.critical = [finding_text(f) for f in static.critical]
         return _record(result, spec, spec.text, options, warnings)
     model = access.model
+    project_md = project.project_text()
     estimate = estimate_context(
-        spec, spec.groups, root=project.root, project_md=project.project_text(), model=model,
+        spec, spec.groups, root=project.root, project_md=project_md, model=model,
         thresholds=options.thresholds, source="spec" if spec.groups else "none",
         single_context=static.plan is None or static.plan.mode == "single")
     result.estimate = estimate
@@ -256,12 +257,13 @@ def audit_spec(path: Path | str, project: Project, access: ModelAccess,
             result.status = NEEDS_DECOMPOSITION
     text = spec.text
     if verdict.task_groups:
-        text = _proposed_groups(result, spec, project, verdict, model, options)
+        text = _proposed_groups(result, spec, project.root, project_md, verdict, model,
+                                options)
     return _record(result, spec, text, options, warnings)
 
 
-def _proposed_groups(result: SpecAudit, spec: Spec, project: Project, verdict: Verdict,
-                     model: str, options: AuditOptions) -> str:
+def _proposed_groups(result: SpecAudit, spec: Spec, root: Path, project_md: str,
+                     verdict: Verdict, model: str, options: AuditOptions) -> str:
     """Measure and, with --write, render the proposed groups; returns the spec text to write."""
     groups = proposal_groups(verdict.task_groups)
     tasks = result.tasks = TasksResult([g.id for g in groups])
@@ -272,7 +274,7 @@ def _proposed_groups(result: SpecAudit, spec: Spec, project: Project, verdict: V
         return spec.text
     candidate = dataclasses.replace(spec, groups=groups, declared_waves={})
     result.proposed_estimate = estimate_context(
-        candidate, groups, root=project.root, project_md=project.project_text(), model=model,
+        candidate, groups, root=root, project_md=project_md, model=model,
         thresholds=options.thresholds, source="proposed",
         single_context=build_plan(candidate).mode == "single")
     if not options.write_groups:

@@ -24,12 +24,11 @@ from agentrun.spec import frontmatter, parse_spec
 from agentrun.spec.markdown import norm_title
 from agentrun.spec.model import Spec, TaskGroup
 from agentrun.spec.refs import looks_like_path, unique
-from agentrun.spec.writeback import upsert_section
+from agentrun.spec.writeback import _eol, _lines, upsert_section
 
 SECTION = "Implementation Tasks"
 IMPL_TITLES = ("implementation tasks", "implementation plan", "task groups")
 INSERT_BEFORE = ("audit history", "execution summary")  # the new section goes above these
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # as spec/writeback.py splits lines
 _RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _CODE = re.compile(r"`([^`\r\n]+)`")
 
@@ -107,11 +106,6 @@ def render_section(groups: list[TaskGroup], layout: Plan, detected: Plan,
     return "\n".join(lines) + "\n"
 
 
-def _eol(text: str) -> str:
-    crlf = text.count("\r\n")
-    return "\r\n" if crlf and crlf >= text.count("\n") - crlf else "\n"
-
-
 def _existing_title(spec: Spec) -> str | None:
     for sec in spec.sections:
         if sec.level == 2 and norm_title(sec.title).startswith(IMPL_TITLES):
@@ -129,7 +123,7 @@ def place_section(text: str, spec: Spec, body: str) -> str:
                    if s.level == 2 and norm_title(s.title) in INSERT_BEFORE), None)
     if anchor is None:
         return upsert_section(text, SECTION, body)
-    lines = _LINE.findall(text)
+    lines = _lines(text)
     block = frontmatter.locate(text)
     floor = block.span.stop if block is not None else 0
     at = anchor.start

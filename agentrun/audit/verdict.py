@@ -25,8 +25,6 @@ from agentrun.spec.refs import is_none, parse_group_cell
 
 Status = Literal["APPROVED", "NEEDS_REVISION", "NEEDS_DECOMPOSITION"]
 STATUSES: tuple[str, ...] = ("APPROVED", "NEEDS_REVISION", "NEEDS_DECOMPOSITION")
-DIMENSIONS = ("clarity", "completeness", "testability", "scope", "feasibility",
-              "architecture fit", "duplication", "cognitive load")
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n(.*?)\r?\n[ \t]*```", re.S)
 
@@ -190,9 +188,6 @@ class Verdict(BaseModel):
             raise ValueError(f"task_groups defines {', '.join(dupes)} more than once")
         return self
 
-    def to_dict(self) -> dict[str, Any]:
-        return self.model_dump()
-
 
 def extract_json(text: str) -> Any:
     """The JSON object of a reply: a ```json fence (the last one that parses), else the first
@@ -241,7 +236,3 @@ def _describe(exc: ValidationError) -> str:
         problems.append(f"{where}: {msg}")
     return "invalid verdict: " + "; ".join(problems)
 
-
-def schema_text() -> str:
-    """The verdict's JSON schema, for prompts and docs."""
-    return json.dumps(Verdict.model_json_schema(by_alias=False), indent=2)

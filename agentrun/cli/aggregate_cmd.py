@@ -53,7 +53,7 @@ def aggregate(
     from agentrun.cli.ci_report import event_stream, publish_reports
     from agentrun.cli.common import load
     from agentrun.cli.live import PlainProgress
-    from agentrun.cli.run_cmd import _report
+    from agentrun.cli.run_cmd import report_run
     from agentrun.orchestrator import RunOptions
     from agentrun.plan import build_plan
     from agentrun.protocol import ProviderSettings
@@ -83,7 +83,7 @@ def aggregate(
                   "run_dir": str(done.aggregator.run_dir),
                   "state_file": str(done.aggregator.state_file)})
     else:
-        _report(out, state, done.aggregator)
+        report_run(out, state, done.aggregator)
         if done.next_wave is not None:
             out.stdout.print(f"Wave {done.wave.label} aggregated; next: push this branch, run "
                              f"wave {done.next_wave.label}'s jobs on it, then aggregate their "

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from agentrun.cli.common import JSON_OPT, output, relpath
-from agentrun.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput
+from agentrun.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, SpecError
 
 if TYPE_CHECKING:
     from agentrun.audit.runner import AuditOptions, ModelAccess, SpecAudit
@@ -303,7 +303,6 @@ def _static_all(paths: list[Path], out, report) -> int:
     from rich.table import Table
 
     from agentrun.audit.static import static_audit
-    from agentrun.errors import SpecError
     from agentrun.spec import load_spec
 
     rows, docs, invalid, failing = [], [], 0, 0

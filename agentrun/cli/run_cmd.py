@@ -155,7 +155,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
             from agentrun import pool
 
             pool.shut_down()
-    _report(out, state, orchestrator)
+    report_run(out, state, orchestrator)
     publish_reports(out, state, spec, opts["junit"])
     if state.status == "interrupted":
         return EXIT_INTERRUPTED
@@ -191,7 +191,7 @@ def _provider_config(project, plan, opts):
                                    script=opts["script"])
 
 
-def _report(out, state, orchestrator) -> None:
+def report_run(out, state, orchestrator) -> None:
     """The final report: JSON document, or a table and where everything is."""
     from rich.markup import escape
     from rich.table import Table

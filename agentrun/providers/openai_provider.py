@@ -166,16 +166,17 @@ def parse_response(response: Any, model: str, request: Request | None = None) ->
     stop = _STOP.get(finish, "other")
     if calls and stop != "max_tokens":
         stop = "tool_use"  # some compatible servers say "stop" alongside tool calls
-    return Turn(text=text if isinstance(text, str) else str(text), tool_calls=calls,
-                stop_reason=stop,  # type: ignore[arg-type]
-                usage=_usage(getattr(response, "usage", None), text, calls, request),
+    text = text if isinstance(text, str) else str(text)
+    return Turn(text=text, tool_calls=calls, stop_reason=stop,  # type: ignore[arg-type]
+                usage=_usage(getattr(response, "usage", None), model, text, calls, request),
                 model=getattr(response, "model", None) or model)
 
 
-def _usage(usage: Any, text: str, calls: list[ToolCall], request: Request | None) -> Usage:
+def _usage(usage: Any, model: str, text: str, calls: list[ToolCall],
+           request: Request | None) -> Usage:
     if usage is None:
         # Some compatible servers omit usage; estimate so budgets still apply.
-        return _estimated_usage(text, calls, request)
+        return _estimated_usage(model, text, calls, request)
     prompt = _int(getattr(usage, "prompt_tokens", 0))
     details = getattr(usage, "prompt_tokens_details", None)
     cached = _int(getattr(details, "cached_tokens", 0)) if details is not None else 0
@@ -184,17 +185,13 @@ def _usage(usage: Any, text: str, calls: list[ToolCall], request: Request | None
                  cache_read_tokens=cached)
 
 
-def _estimated_usage(text: str, calls: list[ToolCall], request: Request | None) -> Usage:
-    from agentrun.providers.tokens import estimate_tokens
+def _estimated_usage(model: str, text: str, calls: list[ToolCall],
+                     request: Request | None) -> Usage:
+    from agentrun.providers.tokens import estimate_request, estimate_tokens
 
     out = text + "".join(c.name + json.dumps(c.arguments) for c in calls)
-    prompt = ""
-    if request is not None:
-        prompt = request.system + "".join(
-            m.content + "".join(json.dumps(c.arguments) for c in m.tool_calls)
-            for m in request.messages)
-    return Usage(input_tokens=estimate_tokens(prompt).tokens,
-                 output_tokens=estimate_tokens(out).tokens)
+    prompt = estimate_request(request, model).tokens if request is not None else 0
+    return Usage(input_tokens=prompt, output_tokens=estimate_tokens(out, model).tokens)
 
 
 def _int(value: Any) -> int:

@@ -23,22 +23,8 @@ from typing import Any
 from agentrun.errors import BadInput
 from agentrun.fsutil import atomic_write_text
 from agentrun.providers.base import Provider, Request, Turn
-from agentrun.providers.errors import (
-    AuthenticationFailed,
-    BadRequest,
-    ConnectionFailed,
-    MalformedResponse,
-    ModelTimeout,
-    ProviderError,
-    RateLimited,
-    ServerError,
-)
-
-_FAULTS: tuple[tuple[type[ProviderError], str], ...] = (
-    (RateLimited, "rate_limit"), (ServerError, "server_error"), (ModelTimeout, "timeout"),
-    (ConnectionFailed, "connection"), (AuthenticationFailed, "auth"),
-    (BadRequest, "bad_request"), (MalformedResponse, "malformed_response"),
-)
+from agentrun.providers.errors import ProviderError
+from agentrun.providers.scripted import FAULT_ERRORS
 
 
 class RecordingProvider:
@@ -50,13 +36,13 @@ class RecordingProvider:
         self.name = inner.name
         self.model = inner.model
         self._lock = threading.Lock()
-        self._script: dict[str, Any] = {}
 
     def complete(self, request: Request) -> Turn:
         try:
             turn = self.inner.complete(request)
         except ProviderError as exc:
-            fault = next((name for cls, name in _FAULTS if isinstance(exc, cls)), None)
+            fault = next((name for name, (cls, _, _) in FAULT_ERRORS.items()
+                          if isinstance(exc, cls)), None)
             if fault is not None:
                 entry: dict[str, Any] = {"fault": fault}
                 if exc.retry_after is not None:
@@ -65,12 +51,6 @@ class RecordingProvider:
             raise
         self._append(request, turn_to_script(turn))
         return turn
-
-    @property
-    def script(self) -> dict[str, Any]:
-        """A copy of the script as this provider last wrote it (all processes' turns)."""
-        with self._lock:
-            return json.loads(json.dumps(self._script))
 
     def _append(self, request: Request, entry: dict[str, Any]) -> None:
         section, key = script_key(request)
@@ -81,7 +61,6 @@ class RecordingProvider:
             else:
                 script.setdefault(section, {}).setdefault(key, []).append(entry)
             atomic_write_text(self.path, _dump(script, self.path))
-            self._script = script
 
 
 def reset_recording(path: Path | str) -> None:

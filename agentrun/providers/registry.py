@@ -179,15 +179,13 @@ def create_provider(cfg: ProviderConfig, *, script: Path | str | None = None,
     elif cfg.provider == "anthropic":
         from agentrun.providers.anthropic_provider import AnthropicProvider
 
-        provider = AnthropicProvider(cfg.model, api_key=env.get(KEY_VARS["anthropic"]),
-                                     base_url=cfg.base_url, max_retries=cfg.max_retries,
-                                     timeout=cfg.timeout_s, env=env)
+        provider = AnthropicProvider(cfg.model, base_url=cfg.base_url,
+                                     max_retries=cfg.max_retries, timeout=cfg.timeout_s, env=env)
     elif cfg.provider == "openai":
         from agentrun.providers.openai_provider import OpenAIProvider
 
-        provider = OpenAIProvider(cfg.model, api_key=env.get(KEY_VARS["openai"]),
-                                  base_url=cfg.base_url, max_retries=cfg.max_retries,
-                                  timeout=cfg.timeout_s, env=env)
+        provider = OpenAIProvider(cfg.model, base_url=cfg.base_url,
+                                  max_retries=cfg.max_retries, timeout=cfg.timeout_s, env=env)
     else:
         raise BadInput(f"unknown provider {cfg.provider!r}",
                        f"Use one of: {', '.join(PROVIDERS)}.")

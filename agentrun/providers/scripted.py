@@ -37,8 +37,18 @@ from agentrun.providers.errors import (
 
 EXHAUSTED_TEXT = "(script exhausted)"
 
-FAULTS = ("rate_limit", "server_error", "timeout", "connection", "auth", "bad_request",
-          "malformed_response", "malformed_arguments")
+# A scripted fault raises its error with this message (plus where it was scripted) and hint;
+# recording maps a live error back to its fault name with the same table.
+FAULT_ERRORS: dict[str, tuple[type[ProviderError], str, str]] = {
+    "rate_limit": (RateLimited, "rate limited", "Wait and retry."),
+    "server_error": (ServerError, "server error 500", "Retry later."),
+    "timeout": (ModelTimeout, "model call timed out", "Retry, or raise the timeout."),
+    "connection": (ConnectionFailed, "connection failed", "Check the network/base URL."),
+    "auth": (AuthenticationFailed, "authentication failed", "Check the API key."),
+    "bad_request": (BadRequest, "bad request", "Check the model name and request."),
+    "malformed_response": (MalformedResponse, "malformed response", "Retry the call."),
+}
+FAULTS = (*FAULT_ERRORS, "malformed_arguments")
 _TURN_KEYS = {"text", "tool_calls", "usage", "latency_s", "fault", "repeat", "stop_reason",
               "retry_after"}
 _CALL_KEYS = {"name", "arguments", "id", "arguments_error"}
@@ -280,22 +290,8 @@ def _parse_text(raw: str, path: Path) -> Any:
 
 
 def _fault_error(step: _ScriptTurn, key: str) -> ProviderError:
-    where = f"(scripted fault in {key})"
-    fault = step.fault
-    if fault == "rate_limit":
-        return RateLimited(f"rate limited {where}", "Wait and retry.",
-                           retry_after=step.retry_after)
-    if fault == "server_error":
-        return ServerError(f"server error 500 {where}", "Retry later.")
-    if fault == "timeout":
-        return ModelTimeout(f"model call timed out {where}", "Retry, or raise the timeout.")
-    if fault == "connection":
-        return ConnectionFailed(f"connection failed {where}", "Check the network/base URL.")
-    if fault == "auth":
-        return AuthenticationFailed(f"authentication failed {where}", "Check the API key.")
-    if fault == "bad_request":
-        return BadRequest(f"bad request {where}", "Check the model name and request.")
-    return MalformedResponse(f"malformed response {where}", "Retry the call.")
+    cls, what, hint = FAULT_ERRORS[step.fault or ""]
+    return cls(f"{what} (scripted fault in {key})", hint, retry_after=step.retry_after)
 
 
 def _estimate_request(request: Request) -> int:

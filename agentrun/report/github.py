@@ -98,9 +98,7 @@ def run_summary_markdown(state: RunState, title: str = "",
     link = commit_link_base(env)
     usage = state.usage
     mark = STATUS_MARK.get(state.status, state.status)
-    head = f"### agentrun {state.spec_id}: {mark}" if state.status in STATUS_MARK \
-        else f"### agentrun {state.spec_id}: {state.status}"
-    lines = [head, ""]
+    lines = [f"### agentrun {state.spec_id}: {mark}", ""]
     if title:
         lines += [_cell(title), ""]
     model = f" · model {state.provider}/{state.model}" if state.provider else ""

@@ -40,12 +40,11 @@ class Block:
     content_start: int
     content_end: int
     yaml_text: str
-    closed: bool = True
 
     @property
     def span(self) -> range:
         """Lines taken up by the block, delimiters included."""
-        return range(self.open_line, self.content_end + (1 if self.closed else 0))
+        return range(self.open_line, self.content_end + 1)
 
 
 def _is_delim(line: str) -> bool:
@@ -131,12 +130,11 @@ def locate_fenced(doc: Doc, path: str = "<spec>") -> Block | None:
             continue  # an example config, not the spec's metadata
         start = tok.map[0] + 1
         end = start + tok.content.count("\n")
-        closed = end < tok.map[1]
-        if not closed:
+        if end >= tok.map[1]:
             raise SpecError(f"{path}:{tok.map[0] + 1}: fenced frontmatter is never closed",
                             "add the closing ``` line after the last frontmatter key",
                             path=path, line=tok.map[0] + 1)
-        return Block("fenced", tok.map[0], start, end, tok.content, closed)
+        return Block("fenced", tok.map[0], start, end, tok.content)
     return None
 
 

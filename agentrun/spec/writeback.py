@@ -70,7 +70,8 @@ def set_frontmatter_value(text: str, key: str, value: str) -> str:
             return head
         bom = "\ufeff" if text.startswith("\ufeff") else ""
         rest = text[len(bom):]
-        separator = "" if not split_lines(rest) or not split_lines(rest)[0].strip() else eol
+        first = split_lines(rest)[:1]
+        separator = eol if first and first[0].strip() else ""
         return bom + head + separator + rest
     content = [_bare(line) for line in lines[block.content_start:block.content_end]]
     indents = [len(c) - len(c.lstrip()) for c in content if c.strip() and

@@ -48,12 +48,12 @@ def _read_bytes(root: Path, real: Path, name: str) -> bytes:
     """The bytes of the regular file `real`, opened without following symlinks."""
     fd = policy.open_beneath(root, real, _READ_FLAGS)
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(f"{name!r} is a directory; use list_files to see inside it")
-        if not stat.S_ISREG(mode):
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{name!r} is not a regular file")
-        size = os.fstat(fd).st_size
+        size = st.st_size
         if size > READ_MAX_FILE_BYTES:
             raise OSError(f"{name!r} is too large ({size} bytes); inspect it with run_command "
                           "(e.g. `head`, `sed -n`, `grep`)")
