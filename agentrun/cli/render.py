@@ -17,9 +17,9 @@ def plan_summary(spec: Spec, plan: Plan, console) -> None:
     from rich.table import Table
 
     status = spec.status or "unknown"
-    title = spec.title.removeprefix(spec.id).lstrip(":—- ").strip() or spec.title
-    console.print(f"[bold]{escape(spec.id)}[/bold]: {escape(title)}  "
-                  f"[dim](status: {escape(status)})[/dim]")
+    title = spec.title.removeprefix(spec.id).lstrip(":—- ").strip()
+    heading = f"[bold]{escape(spec.id)}[/bold]" + (f": {escape(title)}" if title else "")
+    console.print(f"{heading}  [dim](status: {escape(status)})[/dim]")
     console.print(f"Execution mode: [bold]{plan.mode}[/bold] — {escape(plan.mode_reason)}")
     groups = {g.id: g for g in spec.groups}
     if plan.mode == "orchestrated":
