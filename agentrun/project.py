@@ -105,8 +105,10 @@ def load_config(root: Path) -> dict[str, Any]:
         return {}
     import yaml
 
+    from agentrun.yamlload import safe_load
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise BadInput(f"invalid config {path}: {exc}",
                        hint="fix the YAML syntax or remove the file") from None

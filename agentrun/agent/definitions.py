@@ -13,6 +13,7 @@ import yaml
 
 from agentrun.errors import BadInput
 from agentrun.resources import find_resource, list_resources
+from agentrun.yamlload import safe_load
 
 _KEYS = {"name", "description", "tools", "model", "max_steps"}
 
@@ -86,7 +87,7 @@ def _split_frontmatter(text: str, path: Path) -> tuple[dict[str, Any], str]:
         raise BadInput(f"agent definition {path}: frontmatter is not closed",
                        "end the YAML block with a `---` line")
     try:
-        meta = yaml.safe_load("".join(lines[1:end])) or {}
+        meta = safe_load("".join(lines[1:end])) or {}
     except yaml.YAMLError as exc:
         detail = " ".join(str(exc).split())
         raise BadInput(f"agent definition {path}: invalid YAML frontmatter ({detail})",

@@ -125,11 +125,13 @@ def _load(path: Path) -> dict[str, Any]:
         return {}
     import yaml
 
+    from agentrun.yamlload import safe_load
+
     try:
         if path.suffix.lower() == ".json":
             data = json.loads(raw) if raw.strip() else None
         else:
-            data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            data = safe_load(raw)
     except (ValueError, yaml.YAMLError) as exc:
         raise _not_a_recording(path, exc) from None
     if data is None:

@@ -281,8 +281,10 @@ def _parse_text(raw: str, path: Path) -> Any:
                            "Fix the JSON syntax at the position shown.") from None
     import yaml
 
+    from agentrun.yamlload import safe_load
+
     try:
-        return yaml.safe_load(raw)
+        return safe_load(raw)
     except yaml.YAMLError as exc:
         detail = " ".join(str(exc).split())
         raise BadInput(f"invalid script {path}: not valid YAML ({detail})",

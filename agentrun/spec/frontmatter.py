@@ -18,6 +18,7 @@ import yaml
 from agentrun.errors import SpecError
 from agentrun.spec.markdown import Doc, split_lines
 from agentrun.spec.model import FrontmatterStyle
+from agentrun.yamlload import safe_load
 
 KNOWN_KEYS = ("id", "type", "status", "priority", "complexity", "created", "parent",
               "depends_on", "todo", "title")
@@ -141,7 +142,7 @@ def locate_fenced(doc: Doc, path: str = "<spec>") -> Block | None:
 def load(block: Block, path: str = "<spec>") -> dict[str, Any]:
     """The block's YAML as a JSON-serialisable mapping. Raises SpecError naming the line."""
     try:
-        data = yaml.safe_load(block.yaml_text)
+        data = safe_load(block.yaml_text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = block.content_start + (mark.line if mark else 0) + 1

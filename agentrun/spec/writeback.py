@@ -15,6 +15,7 @@ import yaml
 from agentrun.errors import SpecError
 from agentrun.spec import frontmatter
 from agentrun.spec.markdown import Doc, Heading, norm_title, plain, split_lines
+from agentrun.yamlload import safe_load
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 _KEY_NAME = re.compile(r"^[A-Za-z_][\w.-]*$")
@@ -139,7 +140,7 @@ def _plain_ok(value: str) -> bool:
     if not value or _PLAIN_UNSAFE.search(value) or _YAML_UNSAFE.search(value):
         return False
     try:
-        return yaml.safe_load(value) == value
+        return safe_load(value) == value
     except yaml.YAMLError:
         return False
 
