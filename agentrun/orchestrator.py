@@ -288,7 +288,7 @@ class Orchestrator:
         base = workspace.head_commit(self.root)
         branch = f"agentrun/{_ref_safe(self.spec.id)}/{self.run_id}/{_ref_safe(batch_id)}"
         wt_path = self.run_dir / "worktrees" / _ref_safe(batch_id)
-        workspace.create_worktree(self.root, wt_path, branch, base)
+        workspace.create_worktree(self.root, wt_path, branch, base, checkout=False)
         wdir = self.run_dir / "workers" / _ref_safe(batch_id)
         wdir.mkdir(parents=True, exist_ok=True)
         return make_assignment(self.project, self.spec, self.plan, self.options,

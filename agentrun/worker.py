@@ -33,6 +33,9 @@ def run_assignment(assignment: Assignment, cancel: threading.Event | None = None
 
     command.SPAWN_HOOKS.append(spawned)
     try:
+        from agentrun.workspace import populate_worktree
+
+        populate_worktree(worktree)  # created without files by the orchestrator, to be quick
         outcome, model = _run_agent(assignment, cancel, progress, provider)
         result = _result_from_git(assignment, outcome, model, worktree)
     except Exception as exc:  # the boundary of the worker: report, never crash silently

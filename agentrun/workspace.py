@@ -25,8 +25,8 @@ __all__ = [
     "GitError", "MergeResult", "RunLock", "Worktree", "branch_exists", "changed_files",
     "commit_all", "commits_since", "create_worktree", "current_branch", "dirty_paths",
     "ensure_identity", "git", "git_common_dir", "head_commit", "is_ancestor", "merge_branch",
-    "ref_exists", "remove_worktree", "repo_root", "resolve_ref", "verify_commits",
-    "worktree_lock",
+    "populate_worktree", "ref_exists", "remove_worktree", "repo_root", "resolve_ref",
+    "verify_commits", "worktree_lock",
 ]
 
 FALLBACK_NAME = "agentrun"
@@ -158,27 +158,32 @@ class Worktree:
     base: str
 
 
-def create_worktree(root: Path, path: Path, branch: str, base: str) -> Worktree:
+def create_worktree(root: Path, path: Path, branch: str, base: str, *,
+                    checkout: bool = True) -> Worktree:
     """Check out `branch` at `path`, creating the branch from `base` unless it already exists.
 
     An existing branch means a resumed run: it is reused as it is, so the commits a worker
-    already made are kept. Runs under the worktree lock.
+    already made are kept. Runs under the worktree lock. With `checkout=False` only git's
+    bookkeeping is done under the lock (milliseconds) and the files are left for
+    `populate_worktree`, which the worker runs in its own process, in parallel with others.
     """
     path = Path(path).absolute()
     base_sha = resolve_ref(root, base)
     if base_sha is None:
         raise CannotStart(f"cannot create worktree {path}: {base!r} is not a commit in {root}",
                           hint="pass an existing commit or branch as the base")
+    lazy = [] if checkout else ["--no-checkout"]
     with worktree_lock(root):
         if not branch_exists(root, branch):
             path.parent.mkdir(parents=True, exist_ok=True)
-            git("worktree", "add", "--quiet", "-b", branch, str(path), base_sha, cwd=root)
+            git("worktree", "add", "--quiet", *lazy, "-b", branch, str(path), base_sha,
+                cwd=root)
             return Worktree(path, branch, base_sha)
         git("worktree", "prune", cwd=root)  # forget worktrees whose directories were deleted
         holder = _checkout_of(root, branch)
         if holder is None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            git("worktree", "add", "--quiet", str(path), branch, cwd=root)
+            git("worktree", "add", "--quiet", *lazy, str(path), branch, cwd=root)
         elif holder.resolve() != path.resolve():
             raise CannotStart(
                 f"branch {branch} is already checked out in {holder}",
@@ -186,6 +191,19 @@ def create_worktree(root: Path, path: Path, branch: str, base: str) -> Worktree:
                      "or delete the branch to start the work afresh",
             )
     return Worktree(path, branch, base_sha)
+
+
+def populate_worktree(worktree: Path) -> bool:
+    """Check out HEAD's files into a worktree created with `checkout=False`.
+
+    Does nothing (and returns False) when the worktree already has an index, i.e. it was
+    checked out before: a resumed worker keeps what is there.
+    """
+    index = Path(worktree) / git("rev-parse", "--git-path", "index", cwd=worktree)
+    if index.exists():
+        return False
+    git("read-tree", "-u", "--reset", "HEAD", cwd=worktree)
+    return True
 
 
 def _checkout_of(root: Path, branch: str) -> Path | None:

@@ -40,6 +40,7 @@ from agentrun.workspace import (
     head_commit,
     is_ancestor,
     merge_branch,
+    populate_worktree,
     ref_exists,
     remove_worktree,
     repo_root,
@@ -257,6 +258,27 @@ def test_create_and_remove_worktree(repo: Path, tmp_path: Path) -> None:
     assert not wt.path.exists()
     assert not branch_exists(repo, wt.branch)
     assert str(wt.path) not in run_git(repo, "worktree", "list")
+
+
+def test_worktree_without_checkout_is_populated_once(repo: Path, tmp_path: Path) -> None:
+    base = head(repo)
+    wt = create_worktree(repo, tmp_path / "g1", "agentrun/g1", "main", checkout=False)
+    assert head(wt.path) == base and branch_of(wt.path) == "agentrun/g1"
+    assert not (wt.path / "README.md").exists()  # only git's bookkeeping so far
+    assert populate_worktree(wt.path) is True
+    assert (wt.path / "src" / "app.py").read_text() == "x = 1\n"
+    assert status(wt.path) == ""
+    write_files(wt.path, {"src/app.py": "x = 2\n"})
+    assert populate_worktree(wt.path) is False  # checked out already: the edit is kept
+    assert (wt.path / "src" / "app.py").read_text() == "x = 2\n"
+
+
+def test_a_checked_out_worktree_is_not_populated_again(repo: Path, tmp_path: Path) -> None:
+    wt = create_worktree(repo, tmp_path / "g1", "agentrun/g1", "main")
+    (wt.path / "README.md").unlink()
+    assert populate_worktree(wt.path) is False
+    assert not (wt.path / "README.md").exists()
+    assert populate_worktree(repo) is False
 
 
 def test_resume_reuses_an_existing_branch(repo: Path, tmp_path: Path) -> None:
