@@ -278,11 +278,13 @@ class Aggregator(Orchestrator):
             return self._finish(interrupted=False)
         return self._pause()
 
-    def _execute(self, wave: Wave, batches) -> dict[str, WorkerResult]:
-        """Verify the CI jobs' results against their fetched branches (no workers run here)."""
+    def _execute(self, wave: Wave, batches, base: str,
+                 on_result: Callable[[dict[str, WorkerResult]], None]) -> dict[str, WorkerResult]:
+        """Verify the CI jobs' results against their fetched branches (no workers run here);
+        they all land after the wave is verified."""
         assert self.state is not None
         verified: dict[str, WorkerResult] = {}
-        head = workspace.head_commit(self.root)
+        head = base
         for batch in batches:
             ids = batch.ids
             ci = self.results.get(batch.id)

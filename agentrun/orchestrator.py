@@ -234,13 +234,19 @@ class Orchestrator:
             todo.append(batch)
         self._emit({"type": "wave_start", "wave": wave.label, "number": wave.number,
                     "batches": [b.id for b in todo]})
-        results = self._execute(wave, todo)
-        for batch in sorted(todo, key=lambda b: self._order(b.ids)):
-            result = results.get(batch.id)
-            if result is not None and result.status in ("complete", "partial") and \
-                    not self.cancel.is_set():
-                self._merge(batch.id, result)
-        self._cleanup_worktrees(todo)
+        queue = sorted(todo, key=lambda b: self._order(b.ids))
+
+        def land_ready(results: dict[str, WorkerResult]) -> None:
+            """Land finished batches in group order as soon as every batch before them has
+            finished, so merging overlaps the workers still running."""
+            while queue and queue[0].id in results:
+                batch = queue.pop(0)
+                self._land(batch, results[batch.id])
+
+        results = self._execute(wave, todo, workspace.head_commit(self.root), land_ready)
+        for batch in queue:  # a batch interrupted before it started has no result
+            if batch.id in results:
+                self._land(batch, results[batch.id])
         wstate.status = "done"
         self._save()
         ran = [g for b in todo for g in (b.ids)]
@@ -284,8 +290,7 @@ class Orchestrator:
         self._save()
 
     # ------------------------------------------------------------------ workers
-    def _assignment(self, wave: Wave, batch_id: str, groups: list[str]) -> Assignment:
-        base = workspace.head_commit(self.root)
+    def _assignment(self, batch_id: str, groups: list[str], base: str) -> Assignment:
         branch = f"agentrun/{_ref_safe(self.spec.id)}/{self.run_id}/{_ref_safe(batch_id)}"
         wt_path = self.run_dir / "worktrees" / _ref_safe(batch_id)
         workspace.create_worktree(self.root, wt_path, branch, base, checkout=False)
@@ -297,8 +302,10 @@ class Orchestrator:
                                branch=branch, base=base, result_path=wdir / "result.json",
                                record_dir=wdir)
 
-    def _execute(self, wave: Wave, batches) -> dict[str, WorkerResult]:
-        """Run the wave's batches, at most `max_parallel` at once; returns verified results."""
+    def _execute(self, wave: Wave, batches, base: str,
+                 on_result: Callable[[dict[str, WorkerResult]], None]) -> dict[str, WorkerResult]:
+        """Run the wave's batches from `base`, at most `max_parallel` at once; returns the
+        verified results, calling `on_result` each time one arrives."""
         from agentrun import pool
 
         assert self.state is not None
@@ -312,7 +319,7 @@ class Orchestrator:
             while pending and len(running) < limit and not self.cancel.is_set():
                 batch = pending.pop(0)
                 ids = batch.ids
-                assignment = self._assignment(wave, batch.id, ids)
+                assignment = self._assignment(batch.id, ids, base)
                 apath = Path(assignment.result_path).parent / "assignment.json"
                 assignment.write(apath)
                 for gid in ids:
@@ -337,6 +344,7 @@ class Orchestrator:
                             "sequentially in-process")
                         self._emit({"type": "fallback_sequential", "reason": str(exc)})
                 results[batch.id] = self._collect(assignment, self._run_in_process(assignment))
+                on_result(results)
             if self.cancel.is_set() and not running:
                 for batch in pending:
                     for gid in batch.ids:
@@ -363,6 +371,7 @@ class Orchestrator:
                     results[batch_id] = self._collect(assignment,
                                                       self._read_result(proc, assignment))
                     del running[batch_id]
+                    on_result(results)
             if running and not (pending and len(running) < limit):
                 time.sleep(0.05)
         return results
@@ -505,28 +514,35 @@ class Orchestrator:
                         "conflicts": merged.conflicts, "message": merged.message})
         self._save()
 
-    def _cleanup_worktrees(self, batches) -> None:
-        """Remove worktrees of merged batches; keep failed ones (and say where) for inspection."""
+    def _land(self, batch, result: WorkerResult) -> None:
+        """Merge a finished batch, then remove its worktree if all its work landed."""
+        if result.status in ("complete", "partial") and not self.cancel.is_set():
+            self._merge(batch.id, result)
+        self._cleanup_worktree(batch)
+
+    def _cleanup_worktree(self, batch) -> None:
+        """Remove a merged batch's worktree and branch; keep any other (and say where), so
+        a human or `--resume` finds the work."""
         assert self.state is not None
-        for batch in batches:
-            ids = batch.ids
-            groups = [self.state.groups[g] for g in ids]
-            if not groups or not groups[0].worktree:
-                continue
-            if all(g.status == "complete" for g in groups):
-                wt = workspace.Worktree(Path(groups[0].worktree), groups[0].branch or "",
-                                        self.state.base_commit)
-                try:
-                    workspace.remove_worktree(self.root, wt, delete_branch=True)
-                except workspace.GitError as exc:
-                    self._emit({"type": "warning", "message": f"could not remove worktree "
-                                f"{wt.path}: {exc}"})
-                    continue
-                for g in groups:
-                    g.worktree = None
-            else:
-                self._emit({"type": "kept_worktree", "batch": batch.id,
-                            "worktree": groups[0].worktree, "branch": groups[0].branch})
+        groups = [self.state.groups[g] for g in batch.ids]
+        if not groups or not groups[0].worktree:
+            return
+        landed = all(g.status == "complete" and (g.merge_commit or not g.commits)
+                     for g in groups)
+        if not landed:
+            self._emit({"type": "kept_worktree", "batch": batch.id,
+                        "worktree": groups[0].worktree, "branch": groups[0].branch})
+            return
+        wt = workspace.Worktree(Path(groups[0].worktree), groups[0].branch or "",
+                                self.state.base_commit)
+        try:
+            workspace.remove_worktree(self.root, wt, delete_branch=True)
+        except workspace.GitError as exc:
+            self._emit({"type": "warning", "message": f"could not remove worktree "
+                        f"{wt.path}: {exc}"})
+            return
+        for g in groups:
+            g.worktree = None
 
     # ------------------------------------------------------------------ bookkeeping
     def _set_final(self, gid: str, **values: Any) -> None:

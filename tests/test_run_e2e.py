@@ -115,6 +115,28 @@ def test_on_failure_abort_stops_after_the_wave(tmp_path):
     assert result["groups"]["G4"]["status"] == "blocked"  # only needs G1, but the run aborted
 
 
+def test_branches_land_in_group_order_as_soon_as_they_can(tmp_path):
+    three = [("G1", [], "one.txt"), ("G2", [], "two.txt"), ("G3", [], "three.txt")]
+    script = {"groups": {"G1": writes("one.txt", "1\n"),
+                         "G2": writes("two.txt", "2\n", latency=2.0),
+                         "G3": writes("three.txt", "3\n")}}
+    root = make_project(tmp_path / "p", "SPEC-19", spec_text("SPEC-19", three), script)
+    base = run_git(root, "rev-parse", "HEAD")
+    proc = run_agentrun(root, "run", "SPEC-19", *scripted())
+    assert proc.returncode == 0, proc.stderr
+    merges = run_git(root, "log", "--first-parent", "--merges", "--reverse", "--format=%s",
+                     f"{base}..HEAD").splitlines()
+    assert [m.split()[2].rstrip(":") for m in merges] == ["G1", "G2", "G3"]
+    events = [json.loads(x) for x in
+              (Path(doc(proc)["run_dir"]) / "events.ndjson").read_text().splitlines()]
+    seen = [(e["type"], e["batch"]) for e in events if e["type"] in ("worker_result", "merged")]
+    # G1 lands while G2 still works; G3, done early, waits for G2 to land first
+    assert seen.index(("merged", "G1")) < seen.index(("worker_result", "G2"))
+    assert seen.index(("worker_result", "G3")) < seen.index(("worker_result", "G2"))
+    assert seen.index(("merged", "G2")) < seen.index(("merged", "G3"))
+    assert run_git(root, "worktree", "list").count("\n") == 0
+
+
 TWO = [("G1", [], "one.txt"), ("G2", [], "two.txt")]
 
 
