@@ -27,12 +27,25 @@ WORKTREE_LOCK_NAME = "agentrun-worktree.lock"
 
 
 def git_common_dir(root: Path) -> Path:
-    """The git dir shared by all worktrees (`.git` of the main worktree), as an absolute path."""
+    """The git dir shared by all worktrees (`.git` of the main worktree), as an absolute path.
+
+    Remembered per directory for as long as that git dir exists: the orchestrator takes the
+    worktree lock several times per worker.
+    """
+    key = str(Path(root).absolute())
+    known = _COMMON_DIRS.get(key)
+    if known is not None and known.is_dir():
+        return known
     proc = run_git("rev-parse", "--git-common-dir", cwd=root) if Path(root).is_dir() else None
     if proc is None or proc.returncode != 0:
         raise CannotStart(f"not a git repository: {root}",
                           hint="run agentrun inside a git repository (`git init` creates one)")
-    return (Path(root) / proc.stdout.strip()).resolve()
+    found = (Path(root) / proc.stdout.strip()).resolve()
+    _COMMON_DIRS[key] = found
+    return found
+
+
+_COMMON_DIRS: dict[str, Path] = {}
 
 
 def _open_lock_file(path: Path) -> int:

@@ -456,10 +456,11 @@ class Orchestrator:
         if self.cancel.is_set() and result.status not in ("complete",):
             result.stop_reason = "interrupted"
         exists = workspace.resolve_ref(self.root, branch) is not None
-        _verified, rejected = workspace.verify_commits(self.root, result.commits, branch, base) \
+        actual = workspace.commits_since(self.root, base, branch) if exists else []
+        _verified, rejected = workspace.verify_commits(
+            self.root, result.commits, branch, base, on_branch=actual) \
             if exists else ([], [f"{c}: {branch} does not exist" for c in result.commits])
         deviations += [f"claimed commit not verified: {r}" for r in rejected]
-        actual = workspace.commits_since(self.root, base, branch) if exists else []
         created, modified, deleted = workspace.changed_files(
             self.root, base, branch) if actual else ([], [], [])
         status = result.status

@@ -136,10 +136,13 @@ def ensure_identity(root: Path) -> dict[str, str]:
     to be passed as `env=` to commit and merge. The user's config is never modified.
     """
     env: dict[str, str] = {}
+    out = git("config", "--get-regexp", r"^user\.(name|email)$", cwd=root, check=False)
+    configured = {key for key, _, value in (line.partition(" ") for line in out.splitlines())
+                  if value.strip()}
     wanted = (("user.name", ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"), FALLBACK_NAME),
               ("user.email", ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"), FALLBACK_EMAIL))
     for key, variables, fallback in wanted:
-        if git("config", "--get", key, cwd=root, check=False).strip():
+        if key in configured:
             continue
         for var in variables:
             if not os.environ.get(var) and not (var.endswith("EMAIL") and os.environ.get("EMAIL")):
@@ -174,15 +177,16 @@ def create_worktree(root: Path, path: Path, branch: str, base: str, *,
                           hint="pass an existing commit or branch as the base")
     lazy = [] if checkout else ["--no-checkout"]
     with worktree_lock(root):
-        if not branch_exists(root, branch):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            git("worktree", "add", "--quiet", *lazy, "-b", branch, str(path), base_sha,
-                cwd=root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        args = ["worktree", "add", "--quiet", *lazy, "-b", branch, str(path), base_sha]
+        proc = run_git(*args, cwd=root)
+        if proc.returncode == 0:
             return Worktree(path, branch, base_sha)
+        if not branch_exists(root, branch):
+            raise GitError(args, proc.returncode, proc.stderr, Path(root))
         git("worktree", "prune", cwd=root)  # forget worktrees whose directories were deleted
         holder = _checkout_of(root, branch)
         if holder is None:
-            path.parent.mkdir(parents=True, exist_ok=True)
             git("worktree", "add", "--quiet", *lazy, str(path), branch, cwd=root)
         elif holder.resolve() != path.resolve():
             raise CannotStart(
@@ -223,9 +227,13 @@ def remove_worktree(root: Path, wt: Worktree, *, delete_branch: bool = True) -> 
     with worktree_lock(root):
         if wt.path.exists():
             git("worktree", "remove", "--force", str(wt.path), cwd=root)
-        git("worktree", "prune", cwd=root)
-        if delete_branch and branch_exists(root, wt.branch):
-            git("branch", "-D", wt.branch, cwd=root)
+        else:
+            git("worktree", "prune", cwd=root)  # forget the directory someone deleted
+        if delete_branch:
+            proc = run_git("branch", "-D", wt.branch, cwd=root)
+            if proc.returncode != 0 and branch_exists(root, wt.branch):
+                raise GitError(["branch", "-D", wt.branch], proc.returncode, proc.stderr,
+                               Path(root))
 
 
 # --- commits ---------------------------------------------------------------------------------
@@ -284,15 +292,16 @@ def changed_files(root: Path, base: str, ref: str) -> tuple[list[str], list[str]
     return created, modified, deleted
 
 
-def verify_commits(root: Path, claimed: Iterable[str], branch: str,
-                   base: str) -> tuple[list[str], list[str]]:
+def verify_commits(root: Path, claimed: Iterable[str], branch: str, base: str, *,
+                   on_branch: Iterable[str] | None = None) -> tuple[list[str], list[str]]:
     """Check a worker's claimed commits against git.
 
     A claim is verified when it is a commit id (full or abbreviated hex, not a ref name) that
-    resolves to a commit in `base..branch`. Returns (verified full shas in claim order, without
-    duplicates; rejected claims, each with the reason).
+    resolves to a commit in `base..branch` (`on_branch`, when the caller listed them already).
+    Returns (verified full shas in claim order, without duplicates; rejected claims, each with
+    the reason).
     """
-    on_branch = set(commits_since(root, base, branch))
+    listed = set(commits_since(root, base, branch) if on_branch is None else on_branch)
     verified: list[str] = []
     rejected: list[str] = []
     for claim in claimed:
@@ -300,10 +309,10 @@ def verify_commits(root: Path, claimed: Iterable[str], branch: str,
         if not _COMMIT_ID.fullmatch(text):
             rejected.append(f"{text!r}: not a commit id")
             continue
-        sha = resolve_ref(root, text)
+        sha = text.lower() if text.lower() in listed else resolve_ref(root, text)
         if sha is None or not sha.startswith(text.lower()):
             rejected.append(f"{text}: no such commit (unknown or ambiguous id)")
-        elif sha not in on_branch:
+        elif sha not in listed:
             rejected.append(f"{text}: not a commit of {branch} since {base[:12]}")
         elif sha not in verified:
             verified.append(sha)
@@ -329,16 +338,16 @@ def merge_branch(root: Path, branch: str, message: str) -> MergeResult:
     since. On a conflict or any other refusal the merge is aborted, so the target branch, the
     index and the working tree are as they were; the caller keeps the branch for a human.
     """
-    tip = resolve_ref(root, branch)
-    if tip is None:
-        return MergeResult(False, None, [], f"branch {branch} does not exist")
-    if is_ancestor(root, tip, "HEAD"):
-        return MergeResult(True, None, [], f"{branch} has no new commits")
     before = head_commit(root)
     proc = run_git("merge", "--no-ff", "--no-edit", "--no-autostash", "-m", message,
                    "--end-of-options", branch, cwd=root, env=ensure_identity(root))
     if proc.returncode == 0:
-        return MergeResult(True, head_commit(root), [], f"merged {branch}")
+        after = head_commit(root)
+        if after == before:  # git merges nothing, not even with --no-ff, when it is merged
+            return MergeResult(True, None, [], f"{branch} has no new commits")
+        return MergeResult(True, after, [], f"merged {branch}")
+    if resolve_ref(root, branch) is None:
+        return MergeResult(False, None, [], f"branch {branch} does not exist")
     conflicts = split_z(git("diff", "--name-only", "--diff-filter=U", "-z", cwd=root,
                             check=False))
     if resolve_ref(root, "MERGE_HEAD") is not None:
