@@ -37,8 +37,7 @@ def _make_context(provider: str):
             else "spawn"
         ctx = multiprocessing.get_context(method)
         if method == "forkserver":
-            preload = ["agentrun.worker", "agentrun.agent.loop", "agentrun.tools.registry",
-                       "agentrun.providers.scripted", *SDK_MODULES.get(provider, [])]
+            preload = ["agentrun.preload", *SDK_MODULES.get(provider, [])]
             ctx.set_forkserver_preload(preload)
         _CONTEXT = ctx
     return _CONTEXT

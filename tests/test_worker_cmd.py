@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import yaml
 from gitutil import init_repo, run_git
@@ -15,11 +17,13 @@ RESULT_KEYS = {"group", "groups", "status", "files_created", "files_modified", "
                "cost_usd", "duration_s", "stop_reason"}
 
 
-def make_assignment(tmp_path, script, validation=None) -> tuple[Assignment, str]:
+def make_assignment(tmp_path, script, validation=None,
+                    checkout=True) -> tuple[Assignment, str]:
     repo = init_repo(tmp_path / "repo", {"README.md": "hi\n"})
     base = run_git(repo, "rev-parse", "HEAD")
     wt = tmp_path / "wt"
-    run_git(repo, "worktree", "add", "-q", "-b", "agentrun/SPEC-1/G1", str(wt), base)
+    lazy = [] if checkout else ["--no-checkout"]
+    run_git(repo, "worktree", "add", "-q", *lazy, "-b", "agentrun/SPEC-1/G1", str(wt), base)
     script_path = tmp_path / "script.yaml"
     script_path.write_text(yaml.safe_dump(script))
     out = tmp_path / "out"
@@ -60,6 +64,43 @@ def test_worker_runs_an_assignment_and_writes_a_verified_result(tmp_path):
     assert json.loads(proc.stdout)["status"] == "complete"
     transcript = (tmp_path / "out/t.jsonl").read_text().splitlines()
     assert transcript and all(json.loads(line) for line in transcript)
+
+
+def test_worker_checks_out_a_worktree_created_without_files(tmp_path):
+    script = {"groups": {"G1": writes("hello.py", "print(open('README.md').read())\n")}}
+    _, path = make_assignment(tmp_path, script, validation="python3 hello.py",
+                              checkout=False)
+    assert not (tmp_path / "wt/README.md").exists()
+    proc = run_agentrun(tmp_path, "worker", "--assignment", path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = WorkerResult.model_validate_json((tmp_path / "out/result.json").read_text())
+    assert result.status == "complete" and result.files_created == ["hello.py"]
+    assert (tmp_path / "wt/README.md").read_text() == "hi\n"
+    assert run_git(tmp_path / "wt", "status", "--porcelain") == ""
+
+
+PRELOADED = """
+import agentrun.preload
+from agentrun.agent.prompts import compile_template, render_worker_assignment
+from agentrun.resources import list_resources
+from agentrun.tools.registry import ALL_TOOLS, tool_specs
+from agentrun.tools.tooldef import _parameters
+before = compile_template.cache_info()
+render_worker_assignment({"groups": [{"id": "G1"}]})
+tool_specs()
+after = compile_template.cache_info()
+print(before.currsize, len(list_resources("prompts")), after.hits - before.hits,
+      after.misses - before.misses, _parameters.cache_info().currsize, len(ALL_TOOLS))
+"""
+
+
+def test_preload_does_once_what_every_worker_would_do():
+    proc = subprocess.run([sys.executable, "-c", PRELOADED], capture_output=True, text=True,
+                          check=True)
+    compiled, prompts, hits, misses, schemas, tools = map(int, proc.stdout.split())
+    assert compiled == prompts > 0
+    assert (hits, misses) == (1, 0)  # a worker renders its task without compiling
+    assert schemas == tools > 0
 
 
 def test_worker_failure_is_a_result_not_a_crash(tmp_path):

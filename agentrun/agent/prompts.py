@@ -6,6 +6,7 @@ loudly (as `BadInput` naming the template) instead of sending the model an empty
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,18 @@ def template_path(name: str, project_root: Path | None = None) -> Path:
     return path
 
 
+@functools.lru_cache(maxsize=32)
+def compile_template(source: str) -> jinja2.Template:
+    """A template compiled once per process (the worker pool's server compiles the packaged
+    ones before it starts any worker)."""
+    return _ENV.from_string(source)
+
+
 def render(name: str, values: dict[str, Any], project_root: Path | None = None) -> str:
     """Render `prompts/<name>.md` with `values`."""
     path = template_path(name, project_root)
     try:
-        template = _ENV.from_string(path.read_text(encoding="utf-8"))
+        template = compile_template(path.read_text(encoding="utf-8"))
         return template.render(**values).strip() + "\n"
     except jinja2.UndefinedError as exc:
         raise BadInput(f"prompt template {path} uses an unknown value: {exc.message}",

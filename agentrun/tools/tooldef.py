@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from typing import Any, ClassVar
 
@@ -95,6 +97,12 @@ def describe_validation_error(name: str, args: type[BaseModel], exc: ValidationE
     return "\n".join(lines)
 
 
+@functools.cache
+def _parameters(args: type[ToolArgs]) -> dict[str, Any]:
+    """A tool's argument schema, generated once per process: pydantic takes milliseconds."""
+    return clean_schema(args.model_json_schema())
+
+
 class ArgsTool:
     """Base of every tool: subclasses set `name`, `description`, `Args` and write `execute`."""
 
@@ -104,7 +112,7 @@ class ArgsTool:
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description,
-                        parameters=clean_schema(self.Args.model_json_schema()))
+                        parameters=copy.deepcopy(_parameters(self.Args)))
 
     def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
         if arguments is None:

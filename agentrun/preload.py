@@ -1,0 +1,23 @@
+"""What the worker pool's server does once, so that no worker does it again.
+
+`agentrun.pool` starts workers from a forkserver; this module is imported there before the
+first worker is forked. Importing the worker code, generating the tools' argument schemas and
+compiling the packaged prompt templates would otherwise cost every worker process tens of
+milliseconds of CPU, and on a small machine the workers of a wave compete for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import agentrun.agent.loop
+import agentrun.providers.scripted
+import agentrun.worker  # noqa: F401 - imported to be inherited by every worker
+from agentrun.agent.prompts import compile_template
+from agentrun.resources import list_resources
+from agentrun.tools.registry import tool_specs
+
+tool_specs()
+for _path in list_resources("prompts").values():
+    with contextlib.suppress(OSError):  # unreadable: the worker that needs it will say so
+        compile_template(_path.read_text(encoding="utf-8"))
