@@ -33,10 +33,13 @@ def run_assignment(assignment: Assignment, cancel: threading.Event | None = None
 
     command.SPAWN_HOOKS.append(spawned)
     try:
+        from agentrun.agent.snapshots import checkout_snapshot
         from agentrun.workspace import populate_worktree
 
-        populate_worktree(worktree)  # created without files by the orchestrator, to be quick
-        outcome, model = _run_agent(assignment, cancel, progress, provider)
+        # the orchestrator creates worktrees without files, to be quick; a fresh checkout is
+        # HEAD exactly, which spares the first attempt's snapshot a scan of every file
+        start = checkout_snapshot(worktree) if populate_worktree(worktree) else None
+        outcome, model = _run_agent(assignment, cancel, progress, provider, start)
         result = _result_from_git(assignment, outcome, model, worktree)
     except Exception as exc:  # the boundary of the worker: report, never crash silently
         from agentrun.errors import AgentrunError
@@ -57,7 +60,7 @@ def run_assignment(assignment: Assignment, cancel: threading.Event | None = None
 
 
 def _run_agent(assignment: Assignment, cancel: threading.Event, progress: _Progress,
-               provider: Any):
+               provider: Any, start: Any = None):
     from agentrun.agent.definitions import load_agent
     from agentrun.agent.loop import AgentTask, run_agent
     from agentrun.agent.prompts import render_worker_assignment
@@ -80,7 +83,7 @@ def _run_agent(assignment: Assignment, cancel: threading.Event, progress: _Progr
     task = AgentTask(agent=agent, task=task_text, worktree=Path(assignment.worktree),
                      limits=limits, group=",".join(g.id for g in assignment.groups),
                      validation_command=assignment.validation_command,
-                     interactive=assignment.interactive, project_root=root)
+                     interactive=assignment.interactive, project_root=root, start=start)
     transcript = Transcript(Path(assignment.transcript_path)
                             if assignment.transcript_path else None)
     progress.emit({"type": "start", "groups": [g.id for g in assignment.groups],

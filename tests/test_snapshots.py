@@ -22,8 +22,13 @@ from gitutil import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentrun.agent.snapshots import Snapshot, restore_snapshot, take_snapshot
-from agentrun.workspace import create_worktree
+from agentrun.agent.snapshots import (
+    Snapshot,
+    checkout_snapshot,
+    restore_snapshot,
+    take_snapshot,
+)
+from agentrun.workspace import create_worktree, populate_worktree
 
 IGNORED = ("build.log", "build/out.bin", "new.log")
 
@@ -205,3 +210,25 @@ def _apply(repo: Path, ops: list) -> None:
         elif op == "commit":
             run_git(repo, "add", "-A")
             run_git(repo, "commit", "-q", "--allow-empty", "-m", "step")
+
+
+def test_checkout_snapshot_of_a_fresh_checkout_equals_a_scan(tmp_path: Path) -> None:
+    repo = _project(tmp_path / "repo")
+    wt = create_worktree(repo, tmp_path / "wt", "agentrun/g1", "main", checkout=False).path
+    assert populate_worktree(wt)
+    assert checkout_snapshot(wt) == take_snapshot(wt)
+    run_git(wt, "checkout", "-q", "--detach")
+    assert checkout_snapshot(wt) == take_snapshot(wt)
+    assert checkout_snapshot(wt).branch is None
+
+
+def test_restoring_a_checkout_snapshot_undoes_an_attempt(tmp_path: Path) -> None:
+    repo = _project(tmp_path / "repo")
+    wt = create_worktree(repo, tmp_path / "wt", "agentrun/g1", "main", checkout=False).path
+    populate_worktree(wt)
+    before = _state(wt)
+    snap = checkout_snapshot(wt)
+    write_files(wt, {"src/app.py": "x = 2\n", "junk/new.py": "y = 1\n"})
+    commit_files(wt, {"README.md": "# changed and committed\n"})
+    restore_snapshot(wt, snap)
+    assert _state(wt) == before

@@ -79,6 +79,17 @@ def test_worker_checks_out_a_worktree_created_without_files(tmp_path):
     assert run_git(tmp_path / "wt", "status", "--porcelain") == ""
 
 
+def test_a_retry_on_a_fresh_checkout_starts_from_the_checkout(tmp_path):
+    attempts = writes("junk.txt", "junk\n") + writes("hello.py", "print('hi')\n")
+    _, path = make_assignment(tmp_path, {"groups": {"G1": attempts}},
+                              validation="python3 hello.py", checkout=False)
+    proc = run_agentrun(tmp_path, "worker", "--assignment", path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = WorkerResult.model_validate_json((tmp_path / "out/result.json").read_text())
+    assert result.attempts == 2 and result.files_created == ["hello.py"]
+    assert not (tmp_path / "wt/junk.txt").exists()
+
+
 PRELOADED = """
 import agentrun.preload
 from agentrun.agent.prompts import compile_template, render_worker_assignment

@@ -22,7 +22,7 @@ from agentrun.agent.definitions import AgentDefinition
 from agentrun.agent.prompts import render
 from agentrun.agent.retry import failure_condition, run_validation, tail
 from agentrun.agent.runtime import Runtime
-from agentrun.agent.snapshots import restore_snapshot, take_snapshot
+from agentrun.agent.snapshots import Snapshot, restore_snapshot, take_snapshot
 from agentrun.agent.terminator import Limits, Terminator
 from agentrun.agent.transcript import Redactor, Transcript
 from agentrun.errors import AgentrunError
@@ -41,6 +41,9 @@ class AgentTask:
     interactive: bool = False
     project_root: Path | None = None
     command_policy: CommandPolicy | None = None
+    # the worktree's state when the caller knows it (a fresh checkout): the first attempt's
+    # snapshot then reads no file
+    start: Snapshot | None = None
 
 
 @dataclass
@@ -126,7 +129,8 @@ def _run_attempt(rt: Runtime, task: AgentTask, text: str, names: list[str], atte
             return
         snap["taken"] = True
         try:
-            snap["snapshot"] = take_snapshot(rt.worktree)
+            snap["snapshot"] = (task.start if attempt == 1 and task.start is not None
+                                else take_snapshot(rt.worktree))
             rt.record("snapshot", attempt=attempt, tree=snap["snapshot"].tree,
                       head=snap["snapshot"].head)
         except (AgentrunError, OSError) as exc:

@@ -44,6 +44,14 @@ def take_snapshot(worktree: Path) -> Snapshot:
                     branch=_symbolic_head(worktree))
 
 
+def checkout_snapshot(worktree: Path) -> Snapshot:
+    """The snapshot of a worktree that holds exactly HEAD's checkout, as a fresh checkout does:
+    from HEAD alone, without reading a file (one git process instead of a scan)."""
+    head, tree, ref = git("rev-parse", "HEAD", "HEAD^{tree}", "--symbolic-full-name", "HEAD",
+                          cwd=worktree).split("\n")
+    return Snapshot(tree=tree, head=head, index=tree, branch=None if ref == "HEAD" else ref)
+
+
 def restore_snapshot(worktree: Path, snap: Snapshot) -> None:
     """Put the worktree back exactly as it was when `snap` was taken.
 
