@@ -342,7 +342,7 @@ class WorkerFigures:
     agent_s: float | None  # first progress event -> the worker's "done" event
     first_call_s: float | None  # the first model call's time beyond the model latency
     collect_s: float | None  # "done" -> the orchestrator's worker_result
-    merge_s: float | None  # previous merge (or last worker_result) -> this worker's merge
+    merge_s: float | None  # its worker_result or the previous merge, the later -> its merge
 
 
 def per_worker(run: Run, latency: float) -> list[WorkerFigures]:
@@ -361,11 +361,15 @@ def per_worker(run: Run, latency: float) -> list[WorkerFigures]:
                                  seconds(first, done), None if call is None else call - latency,
                                  seconds(done, results.get(ev["batch"])), None))
         prev = ev["t"]
-    prev_merge = max(results.values(), default=None)
+    # batches land in group order as soon as they can: a merge starts when its worker's
+    # result is in and the previous batch has landed (merged, worktree removed)
+    prev_merge: float | None = None
     by_batch = {w.batch: w for w in out}
     for m in run.all("merged"):
+        ready = max((t for t in (results.get(m["batch"]), prev_merge) if t is not None),
+                    default=None)
         if m["batch"] in by_batch:
-            by_batch[m["batch"]].merge_s = seconds(prev_merge, m["t"])
+            by_batch[m["batch"]].merge_s = seconds(ready, m["t"])
         prev_merge = m["t"]
     return out
 
@@ -422,24 +426,25 @@ def import_cost(module: str, repeat: int = 3) -> float:
 
 
 def worktree_cost(template: Path, work: Path, repeat: int = 3) -> tuple[float, float, float]:
-    """Median seconds of agentrun's worktree creation and removal on the bench repository, and
-    of `git worktree add --no-checkout` (what creation costs without the checkout)."""
-    from agentrun.workspace import create_worktree, git, remove_worktree
+    """Median seconds, on the bench repository, of what a worker's worktree costs: creating it
+    without files (the orchestrator, under the worktree lock), checking its files out (the
+    worker, in its own process) and removing it (the orchestrator)."""
+    from agentrun.workspace import create_worktree, populate_worktree, remove_worktree
 
     repo = fresh_copy(template, work, "worktree-reference")
-    adds, removes, bare = [], [], []
+    adds, checkouts, removes = [], [], []
     for i in range(repeat):
         start = time.perf_counter()
-        wt = create_worktree(repo, work / f"wt-ref-{i}", f"bench/ref{i}", "HEAD")
+        wt = create_worktree(repo, work / f"wt-ref-{i}", f"bench/ref{i}", "HEAD",
+                             checkout=False)
         adds.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        populate_worktree(wt.path)
+        checkouts.append(time.perf_counter() - start)
         start = time.perf_counter()
         remove_worktree(repo, wt)
         removes.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        git("worktree", "add", "--quiet", "--no-checkout", "-b", f"bench/nc{i}",
-            str(work / f"wt-nc-{i}"), "HEAD", cwd=repo)
-        bare.append(time.perf_counter() - start)
-    return statistics.median(adds), statistics.median(removes), statistics.median(bare)
+    return statistics.median(adds), statistics.median(checkouts), statistics.median(removes)
 
 
 # -- printing ---------------------------------------------------------------------------------
@@ -483,8 +488,10 @@ def print_phases(runs: list[Run]) -> None:
         print(f"{run.label:<36}" + "".join(f"{v:13.3f}" for v in vals))
     print("spawn all = wave_start → last worker_start: each worker's worktree is created, then "
           "the worker started, one after another; workers = last worker_start → last "
-          "worker_result; wt removal = last merge → wave_done; exit = run_done → the output "
-          "pipes close (the forkserver holds them until it has shut down).")
+          "worker_result; merges = last worker_result → last merge (batches land in group order "
+          "while others still run, so this is the tail); wt removal = last merge → wave_done "
+          "(the last batch's worktree); exit = run_done → the output pipes close (the "
+          "forkserver holds them until it has shut down).")
 
 
 def print_workers(run: Run, latency: float, calls: int) -> None:
@@ -500,11 +507,14 @@ def print_workers(run: Run, latency: float, calls: int) -> None:
               f"{fmt(extra, 13)}{fmt(w.first_call_s, 11)}{fmt(w.collect_s, 9)}"
               f"{fmt(w.merge_s, 8)}")
     print("gap = previous worker_start (wave_start for G1) → this worker_start: starting the "
-          "previous worker, then this worktree and assignment. start-up = worker_start → first "
-          "progress event. agent-model = agent time beyond the model latency (tools, snapshot, "
-          "commit). 1st call+ = the first model call beyond the latency (an SDK client is "
-          "built and its HTTP stack imported). collect = worker done → worker_result (poll, "
-          "verify against git). merge = previous merge → this merge.")
+          "previous worker, then this worktree (without files) and assignment. start-up = "
+          "worker_start → first progress event (the worker checks out its files, reads its "
+          "assignment, builds its provider). agent-model = agent time beyond the model "
+          "latency (tools, snapshot, commit). 1st call+ = the first model call beyond the "
+          "latency (an SDK client is built and its HTTP stack imported). collect = worker "
+          "done → worker_result (poll, verify against git). merge = its worker_result or the "
+          "previous merge, the later → its merge (includes removing the previous batch's "
+          "worktree).")
 
 
 def summarize(run: Run, latency: float, calls: int, refs: dict[str, float]) -> None:
@@ -519,8 +529,7 @@ def summarize(run: Run, latency: float, calls: int, refs: dict[str, float]) -> N
                           for w in figures])
     merge = median([w.merge_s for w in figures])
     collect = median([w.collect_s for w in figures])
-    removal = p.cleanup_s / n
-    overhead = sum(v or 0.0 for v in (gap, median(later), collect, merge, removal))
+    overhead = sum(v or 0.0 for v in (gap, median(later), collect, merge))
     serial = p.spawn_all_s + p.merges_s + p.cleanup_s
 
     def line(label: str, *values: float | None) -> None:
@@ -528,21 +537,22 @@ def summarize(run: Run, latency: float, calls: int, refs: dict[str, float]) -> N
 
     print(f"\nSummary: {run.label}")
     line(f"worktree + start a worker (median gap, workers 3..{n})", gap)
-    line("  reference: agentrun worktree add, alone", refs["wt_add"])
-    line("  reference: git worktree add --no-checkout", refs["wt_bare"])
+    line("  reference: worktree created without files, alone", refs["wt_add"])
     line("orchestrator blocked starting the first worker (gap 2 - median)", first_block)
     line("start-up of worker 1 (worker_start → first progress)",
          figures[0].startup_s if figures else None)
     line(f"start-up of workers 2..{n}: median, max", median(later), max(later, default=None))
+    line("  reference: checking out a worktree's files, alone", refs["wt_checkout"])
     if "sdk_import" in refs:
         line("  reference: `import anthropic` in a fresh interpreter", refs["sdk_import"])
     line("agent time beyond the model latency (median)", agent_extra)
     line("  of it, the first model call (median)",
          median([w.first_call_s for w in figures]))
-    line("collect, merge (medians), worktree removal (mean)", collect, merge, removal)
+    line("collect, land (medians): verify; merge + the previous removal", collect, merge)
+    line("  reference: worktree removal, alone", refs["wt_remove"])
     verdict = "meets" if overhead <= GOAL_WORKER_OVERHEAD_S else "misses"
     line(f"per-worker overhead ({verdict} the goal ≤ {GOAL_WORKER_OVERHEAD_S} s)", overhead)
-    print(f"    = worktree+start, start-up (2..{n}), collect, merge, removal")
+    print(f"    = worktree+start, start-up (2..{n}, with the checkout), collect, land")
     line(f"serial work in the orchestrator, of a {p.wave_s:.2f} s wave", serial)
     print("    = spawn all + merges + worktree removal")
     eff = efficiency(run)
@@ -582,6 +592,10 @@ def main() -> None:
     if args.calls < 2 or args.workers < 2 or args.repeat < 1:
         parser.error("--calls and --workers must be at least 2, --repeat at least 1")
 
+    # An installed agentrun has its bytecode compiled (pip does it); a source checkout run
+    # with PYTHONDONTWRITEBYTECODE would recompile every module in every process instead.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "agentrun")],
+                   check=True)
     work = Path(tempfile.mkdtemp(prefix="agentrun-bench-orch-", dir=args.dir))
     try:
         print(f"agentrun orchestration benchmark · python {platform.python_version()} · "
@@ -595,10 +609,9 @@ def main() -> None:
             refs["sdk_import"] = import_cost("anthropic")
             print(f"reference: `import anthropic` in a fresh interpreter "
                   f"{refs['sdk_import']:.3f} s")
-        refs["wt_add"], refs["wt_remove"], refs["wt_bare"] = worktree_cost(template, work)
-        print(f"reference: agentrun worktree add {refs['wt_add']:.3f} s, remove "
-              f"{refs['wt_remove']:.3f} s; git worktree add --no-checkout "
-              f"{refs['wt_bare']:.3f} s (on this repository)")
+        refs["wt_add"], refs["wt_checkout"], refs["wt_remove"] = worktree_cost(template, work)
+        print(f"reference: worktree created without files {refs['wt_add']:.3f} s, its checkout "
+              f"{refs['wt_checkout']:.3f} s, removal {refs['wt_remove']:.3f} s (this repository)")
 
         scripted = ["--provider", "scripted", "--script", ".specflow/script.yaml"]
         cp = args.calls * args.latency
