@@ -278,7 +278,7 @@ class Aggregator(Orchestrator):
             return self._finish(interrupted=False)
         return self._pause()
 
-    def _execute(self, wave: Wave, batches, base: str,
+    def _execute(self, batches, base: str,
                  on_result: Callable[[dict[str, WorkerResult]], None]) -> dict[str, WorkerResult]:
         """Verify the CI jobs' results against their fetched branches (no workers run here);
         they all land after the wave is verified."""

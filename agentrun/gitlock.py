@@ -26,6 +26,9 @@ RUN_LOCK_NAME = "agentrun-run.lock"
 WORKTREE_LOCK_NAME = "agentrun-worktree.lock"
 
 
+_COMMON_DIRS: dict[str, Path] = {}  # directory -> its common git dir
+
+
 def git_common_dir(root: Path) -> Path:
     """The git dir shared by all worktrees (`.git` of the main worktree), as an absolute path.
 
@@ -44,8 +47,6 @@ def git_common_dir(root: Path) -> Path:
     _COMMON_DIRS[key] = found
     return found
 
-
-_COMMON_DIRS: dict[str, Path] = {}
 
 
 def _open_lock_file(path: Path) -> int:

@@ -243,7 +243,7 @@ class Orchestrator:
                 batch = queue.pop(0)
                 self._land(batch, results[batch.id])
 
-        results = self._execute(wave, todo, workspace.head_commit(self.root), land_ready)
+        results = self._execute(todo, workspace.head_commit(self.root), land_ready)
         for batch in queue:  # a batch interrupted before it started has no result
             if batch.id in results:
                 self._land(batch, results[batch.id])
@@ -302,7 +302,7 @@ class Orchestrator:
                                branch=branch, base=base, result_path=wdir / "result.json",
                                record_dir=wdir)
 
-    def _execute(self, wave: Wave, batches, base: str,
+    def _execute(self, batches, base: str,
                  on_result: Callable[[dict[str, WorkerResult]], None]) -> dict[str, WorkerResult]:
         """Run the wave's batches from `base`, at most `max_parallel` at once; returns the
         verified results, calling `on_result` each time one arrives."""

@@ -14,9 +14,12 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrun.protocol import Assignment, UsageModel, WorkerResult
+
+if TYPE_CHECKING:
+    from agentrun.agent.snapshots import Snapshot
 
 
 def run_assignment(assignment: Assignment, cancel: threading.Event | None = None,
@@ -60,7 +63,7 @@ def run_assignment(assignment: Assignment, cancel: threading.Event | None = None
 
 
 def _run_agent(assignment: Assignment, cancel: threading.Event, progress: _Progress,
-               provider: Any, start: Any = None):
+               provider: Any, start: Snapshot | None = None):
     from agentrun.agent.definitions import load_agent
     from agentrun.agent.loop import AgentTask, run_agent
     from agentrun.agent.prompts import render_worker_assignment

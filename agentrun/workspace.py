@@ -24,9 +24,9 @@ from agentrun.gitlock import RunLock, git_common_dir, worktree_lock
 __all__ = [
     "GitError", "MergeResult", "RunLock", "Worktree", "branch_exists", "changed_files",
     "commit_all", "commits_since", "create_worktree", "current_branch", "dirty_paths",
-    "ensure_identity", "git", "git_common_dir", "head_commit", "is_ancestor", "merge_branch",
-    "populate_worktree", "ref_exists", "remove_worktree", "repo_root", "resolve_ref",
-    "verify_commits", "worktree_lock",
+    "ensure_identity", "git", "git_common_dir", "head_commit", "index_path", "is_ancestor",
+    "merge_branch", "populate_worktree", "ref_exists", "remove_worktree", "repo_root",
+    "resolve_ref", "verify_commits", "worktree_lock",
 ]
 
 FALLBACK_NAME = "agentrun"
@@ -197,14 +197,18 @@ def create_worktree(root: Path, path: Path, branch: str, base: str, *,
     return Worktree(path, branch, base_sha)
 
 
+def index_path(worktree: Path) -> Path:
+    """Where the worktree's index file is (linked worktrees keep theirs in the git dir)."""
+    return Path(worktree) / git("rev-parse", "--git-path", "index", cwd=worktree)
+
+
 def populate_worktree(worktree: Path) -> bool:
     """Check out HEAD's files into a worktree created with `checkout=False`.
 
     Does nothing (and returns False) when the worktree already has an index, i.e. it was
     checked out before: a resumed worker keeps what is there.
     """
-    index = Path(worktree) / git("rev-parse", "--git-path", "index", cwd=worktree)
-    if index.exists():
+    if index_path(worktree).exists():
         return False
     git("read-tree", "-u", "--reset", "HEAD", cwd=worktree)
     return True

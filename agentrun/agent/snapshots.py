@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentrun.gitcli import GitError, git, run_git, split_z
-from agentrun.workspace import head_commit
+from agentrun.workspace import head_commit, index_path
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def _scratch_index(worktree: Path) -> Iterator[dict[str, str]]:
     Copying (with its timestamps) instead of starting empty keeps the cached file stats, so
     `git add -A` only hashes files that changed.
     """
-    real = Path(worktree) / git("rev-parse", "--git-path", "index", cwd=worktree)
+    real = index_path(worktree)
     with tempfile.TemporaryDirectory(prefix="agentrun-snapshot-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         if real.exists():
