@@ -30,11 +30,10 @@ from agentrun.orchestrator import (
 )
 from agentrun.plan import Batch, Plan, Wave
 from agentrun.project import Project
-from agentrun.protocol import WorkerResult
+from agentrun.protocol import Status, WorkerResult
 from agentrun.report.execution_state import RunState, load_state
 from agentrun.spec.model import Spec
 
-BLOCKING = ("failed", "blocked", "interrupted")  # a dependency in these blocks dependents
 RESULT_HINT = ("pass the result JSON files the wave's `agentrun worker --spec ... --out FILE` "
                "jobs wrote (e.g. downloaded artifacts)")
 
@@ -410,7 +409,7 @@ def _needs_result(previous: RunState | None, spec: Spec, batch: Batch) -> bool:
         return True
     deps = {d for gid in batch.groups for d in (spec.group(gid).dependencies
                                                  if spec.group(gid) else [])}
-    return not any(previous.groups.get(d) and previous.groups[d].status in BLOCKING
+    return not any(previous.groups.get(d) and Status(previous.groups[d].status).blocks_dependents
                    for d in deps)
 
 

@@ -27,9 +27,11 @@ from agentrun.fsutil import atomic_write_json, atomic_write_text, relpath
 from agentrun.plan import Plan, Wave
 from agentrun.project import Project
 from agentrun.protocol import (
+    BLOCKING,
     Assignment,
     GroupAssignment,
     ProviderSettings,
+    Status,
     WorkerLimits,
     WorkerResult,
 )
@@ -271,8 +273,7 @@ class Orchestrator:
         deps = {d for gid in ids for d in (self.spec.group(gid).dependencies
                                             if self.spec.group(gid) else [])} - set(ids)
         return sorted((d for d in deps if self.state.groups.get(d) and
-                       self.state.groups[d].status in ("failed", "blocked", "interrupted",
-                                                       "pending")),
+                       Status(self.state.groups[d].status) in (*BLOCKING, Status.PENDING)),
                       key=self._order_one)
 
     def _order_one(self, gid: str) -> int:

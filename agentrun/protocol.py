@@ -7,6 +7,7 @@ test. The result is validated on read: a worker's claims are data to check, not 
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,9 +15,63 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentrun.fsutil import atomic_write_text
 
-Status = Literal["complete", "partial", "failed", "blocked"]
-StopReason = Literal["completed", "max_steps", "timeout", "budget", "circuit_breaker", "error",
-                     "interrupted"]
+
+class Status(StrEnum):
+    """Where a unit of work (an attempt, a worker's batch, a group of a run) stands.
+
+    One enum for every layer, so the rules about statuses live here and nowhere else.
+    """
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETE = "complete"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def blocks_dependents(self) -> bool:
+        """A dependency that ended like this blocks the groups that depend on it."""
+        return self in BLOCKING
+
+    @property
+    def landed_work(self) -> bool:
+        """Work in this state is merged into the target branch (partial work is kept too)."""
+        return self in (Status.COMPLETE, Status.PARTIAL)
+
+    @property
+    def final(self) -> bool:
+        return self not in (Status.PENDING, Status.RUNNING)
+
+
+BLOCKING = frozenset({Status.FAILED, Status.BLOCKED, Status.INTERRUPTED})
+
+# what a worker may report for its batch (the other statuses are the run's own)
+ResultStatus = Literal[Status.COMPLETE, Status.PARTIAL, Status.FAILED, Status.BLOCKED]
+
+
+class StopReason(StrEnum):
+    """Why an execution stopped; `completed` means the agent finished by itself."""
+
+    COMPLETED = "completed"
+    MAX_STEPS = "max_steps"
+    TIMEOUT = "timeout"
+    BUDGET = "budget"
+    CIRCUIT_BREAKER = "circuit_breaker"
+    ERROR = "error"
+    INTERRUPTED = "interrupted"
+
+
+class RunStatus(StrEnum):
+    """How a whole run stands or ended."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    ABORTED = "aborted"
+    INTERRUPTED = "interrupted"
 
 
 class GroupAssignment(BaseModel):
@@ -109,7 +164,7 @@ class WorkerResult(BaseModel):
 
     group: str
     groups: list[str]
-    status: Status
+    status: ResultStatus
     files_created: list[str] = Field(default_factory=list)
     files_modified: list[str] = Field(default_factory=list)
     files_deleted: list[str] = Field(default_factory=list)
@@ -123,7 +178,7 @@ class WorkerResult(BaseModel):
     usage: UsageModel = Field(default_factory=UsageModel)
     cost_usd: float | None = 0.0
     duration_s: float = 0.0
-    stop_reason: StopReason = "completed"
+    stop_reason: StopReason = StopReason.COMPLETED
     branch: str | None = None
     worktree: str | None = None
     batch: str | None = None

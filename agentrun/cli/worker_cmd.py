@@ -108,7 +108,6 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: 
         out, cancel) -> int:
     from agentrun import workspace
     from agentrun.aggregate import (
-        BLOCKING,
         ci_branch,
         describe_batches,
         find_batch,
@@ -118,7 +117,7 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: 
     from agentrun.cli.common import load
     from agentrun.fsutil import atomic_write_json
     from agentrun.plan import build_plan
-    from agentrun.protocol import WorkerResult
+    from agentrun.protocol import Status, WorkerResult
 
     project, spec = load(spec_arg)
     plan = build_plan(spec, mode=opts["mode"], max_workers=opts["max_workers"])
@@ -158,7 +157,7 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: 
             deps = {d for gid in ids for d in (spec.group(gid).dependencies
                                                if spec.group(gid) else [])}
             failed = sorted(d for d in deps if d in state.groups
-                            and state.groups[d].status in BLOCKING)
+                            and Status(state.groups[d].status).blocks_dependents)
             if failed:
                 blocked = f"dependency {', '.join(failed)} did not complete"
     branch = ci_branch(spec.id, batch.id)

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from agentrun.fsutil import atomic_write_json
+from agentrun.protocol import RunStatus, Status, StopReason
 from agentrun.providers.base import Usage
-
-FINAL = ("complete", "partial", "failed", "blocked", "interrupted")
 
 
 @dataclass
@@ -23,7 +22,7 @@ class GroupState:
     title: str = ""
     wave: str = ""
     batch: str = ""
-    status: str = "pending"  # pending|running|complete|partial|failed|blocked|interrupted
+    status: Status = Status.PENDING
     commits: list[str] = field(default_factory=list)
     merge_commit: str | None = None
     files_created: list[str] = field(default_factory=list)
@@ -38,9 +37,14 @@ class GroupState:
     usage: dict[str, int] = field(default_factory=lambda: Usage().to_dict())
     cost_usd: float | None = 0.0
     duration_s: float = 0.0
-    stop_reason: str | None = None
+    stop_reason: StopReason | None = None
     branch: str | None = None
     worktree: str | None = None
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+        if self.stop_reason is not None:
+            self.stop_reason = StopReason(self.stop_reason)
 
 
 @dataclass
@@ -61,7 +65,7 @@ class RunState:
     target_branch: str | None
     started: str
     finished: str | None = None
-    status: str = "running"  # running|complete|failed|partial|interrupted|aborted
+    status: RunStatus = RunStatus.RUNNING
     current_wave: int = 0
     waves: list[WaveState] = field(default_factory=list)
     groups: dict[str, GroupState] = field(default_factory=dict)
@@ -69,6 +73,9 @@ class RunState:
     model: str = ""
     warnings: list[str] = field(default_factory=list)
     resumed_from: str | None = None
+
+    def __post_init__(self) -> None:
+        self.status = RunStatus(self.status)
 
     @property
     def usage(self) -> Usage:
@@ -79,13 +86,8 @@ class RunState:
 
     @property
     def cost_usd(self) -> float | None:
-        costs = [g.cost_usd for g in self.groups.values() if g.status != "pending"]
+        costs = [g.cost_usd for g in self.groups.values() if g.status != Status.PENDING]
         return None if any(c is None for c in costs) else round(sum(costs), 6)
-
-    @property
-    def progress_percent(self) -> int:
-        done = sum(1 for w in self.waves if w.status in ("done", "skipped"))
-        return round(100 * done / len(self.waves)) if self.waves else 100
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
