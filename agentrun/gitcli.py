@@ -5,6 +5,11 @@ commit messages across worktrees (it writes COMMIT_EDITMSG in the shared git dir
 goes through `git()` so that the same guarantees hold everywhere: paths are printed unquoted,
 no editor, pager or credential prompt can stall a headless run, and a failure carries the
 command and git's own stderr.
+
+A worker's branch and worktree are untrusted: git must never run something a worker planted.
+Every call disables hooks (`core.hooksPath`, so husky, lefthook and `.git/hooks` alike) and the
+`core.fsmonitor` command, and git's environment carries no secrets, so even a hook that some
+other path lets run finds no API key.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import subprocess
 from pathlib import Path
 
 from agentrun.errors import AgentrunError, CannotStart
+from agentrun.secrets import without_secrets
 
 # Variables that point git at a particular repository or index. They leak in when agentrun runs
 # inside a git hook (e.g. tests in a pre-push hook) and would silently redirect our commands.
@@ -35,6 +41,10 @@ _QUIET_ENV = {
     "LC_ALL": "C",  # stable English messages in errors we show and parse
 }
 
+# Configuration that would make git run a command of a worker's choosing, switched off for
+# every call (a later `-c` wins over every config file).
+SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+
 
 class GitError(AgentrunError):
     """A git command failed; the message names the command and quotes git's stderr."""
@@ -53,8 +63,9 @@ class GitError(AgentrunError):
 
 
 def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a git child: ours minus repository pointers, plus no-prompt settings."""
-    env = {k: v for k, v in os.environ.items() if k not in _REPO_LOCAL_ENV}
+    """The environment for a git child: ours minus repository pointers and secrets, plus
+    no-prompt settings."""
+    env = {k: v for k, v in without_secrets(os.environ).items() if k not in _REPO_LOCAL_ENV}
     env.update(_QUIET_ENV)
     if extra:
         env.update(extra)
@@ -68,7 +79,7 @@ def run_git(*args: str, cwd: Path, env: dict[str, str] | None = None,
     Output is decoded as UTF-8 with surrogateescape so that odd bytes in file names survive a
     round trip instead of raising.
     """
-    argv = ["git", "-c", "core.quotepath=off", *args]
+    argv = ["git", "-c", "core.quotepath=off", *SAFE_CONFIG, *args]
     try:
         return subprocess.run(
             argv, cwd=cwd, env=git_env(env), input=stdin, capture_output=True, text=True,

@@ -545,21 +545,18 @@ def _hook(repo: Path, name: str, body: str) -> None:
     hook.chmod(0o755)
 
 
-def test_commit_hooks_are_respected(repo: Path) -> None:
+def test_a_refusing_commit_hook_does_not_run(repo: Path) -> None:
+    """Hooks are code a worker could have planted: agentrun's own commits never run them."""
     _hook(repo, "pre-commit", "echo 'lint failed: tabs' >&2; exit 1")
     write_files(repo, {"x.txt": "x\n"})
     before = head(repo)
-    with pytest.raises(GitError, match="lint failed: tabs"):
-        commit_all(repo, "work")
-    assert head(repo) == before
+    assert commit_all(repo, "work")
+    assert head(repo) != before
 
 
-def test_merge_refused_by_a_hook_is_rolled_back(repo: Path, tmp_path: Path) -> None:
+def test_a_refusing_merge_hook_does_not_run(repo: Path, tmp_path: Path) -> None:
     wt = create_worktree(repo, tmp_path / "g1", "agentrun/g1", "main")
     commit_files(wt.path, {"g1.txt": "g\n"})
     _hook(repo, "pre-merge-commit", "echo 'merges frozen' >&2; exit 1")
-    before = head(repo)
     result = merge_branch(repo, wt.branch, "merge g1")
-    assert not result.ok and result.conflicts == [] and "merges frozen" in result.message
-    assert head(repo) == before and status(repo) == ""
-    assert resolve_ref(repo, "MERGE_HEAD") is None and not (repo / "g1.txt").exists()
+    assert result.ok and (repo / "g1.txt").exists()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentrun.errors import BadInput
+from agentrun.secrets import is_secret_name
 from agentrun.tools.base import CommandPolicy
 
 
@@ -480,17 +481,8 @@ def _basename(word: str) -> str:
 
 # --------------------------------------------------------------------------------- environment
 
-_SECRET_NAMES = {"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN", "GH_TOKEN",
-                 "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID",
-                 "ANTHROPIC_AUTH_TOKEN", "AZURE_OPENAI_API_KEY", "HF_TOKEN", "NPM_TOKEN",
-                 "PYPI_TOKEN", "GOOGLE_API_KEY", "SSH_AUTH_SOCK"}
 _MIN_REDACT_LEN = 6
 REDACTED = "[REDACTED]"
-
-
-def is_secret_name(name: str, suffixes: Iterable[str]) -> bool:
-    upper = name.upper()
-    return upper in _SECRET_NAMES or any(upper.endswith(s.upper()) for s in suffixes)
 
 
 def scrubbed_env(policy: CommandPolicy,
