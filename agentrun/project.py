@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from agentrun.config import ProjectConfig, read_config
 from agentrun.errors import BadInput
 
 SPECFLOW = ".specflow"
@@ -16,7 +16,7 @@ _ACTIVE = re.compile(r"\*{0,2}Active\s+Spec(?:ification)?:?\*{0,2}:?\s*(?P<value
 @dataclass
 class Project:
     root: Path
-    config: dict[str, Any] = field(default_factory=dict)
+    config: ProjectConfig = field(default_factory=ProjectConfig)
 
     @property
     def specflow(self) -> Path:
@@ -94,30 +94,8 @@ def find_project(start: Path | None = None) -> Project:
         start = start.parent
     for cand in (start, *start.parents):
         if (cand / SPECFLOW).is_dir():
-            return Project(cand, load_config(cand))
-    return Project(start, {})
-
-
-def load_config(root: Path) -> dict[str, Any]:
-    """`.specflow/config.yaml` as a dict ({} if absent). Invalid YAML is a clear error."""
-    path = root / SPECFLOW / "config.yaml"
-    if not path.is_file():
-        return {}
-    import yaml
-
-    from agentrun.yamlload import safe_load
-
-    try:
-        data = safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise BadInput(f"invalid config {path}: {exc}",
-                       hint="fix the YAML syntax or remove the file") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise BadInput(f"invalid config {path}: expected a mapping of settings",
-                       hint="write settings as `key: value` lines")
-    return data
+            return Project(cand, read_config(cand / SPECFLOW / "config.yaml"))
+    return Project(start)
 
 
 def project_for_spec(spec_arg: str | None, cwd: Path | None = None) -> tuple[Project, Path]:

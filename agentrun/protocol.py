@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentrun.config import DEFAULT_RETRIES, DEFAULT_TOKEN_BUDGET, DEFAULT_WORKER_TIMEOUT_S
 from agentrun.fsutil import atomic_write_text
 
 
@@ -94,9 +95,9 @@ class ProviderSettings(BaseModel):
 
 class WorkerLimits(BaseModel):
     max_steps: int | None = None
-    token_budget: int = 100_000
-    timeout_s: float = 1800.0
-    max_retries: int = 3
+    token_budget: int = DEFAULT_TOKEN_BUDGET
+    timeout_s: float = DEFAULT_WORKER_TIMEOUT_S
+    max_retries: int = DEFAULT_RETRIES
     retry_on_failure: bool = True
 
 

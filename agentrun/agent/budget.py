@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from agentrun.config import DEFAULT_TOKEN_BUDGET
 from agentrun.providers.base import Usage
 
 # (percent, recommendation) from the highest threshold down
@@ -30,7 +31,7 @@ WARN_AT = (70, 90)  # thresholds that inject a warning into the conversation
 class TokenTracker:
     """Thread-safe running total of tokens against a budget."""
 
-    def __init__(self, budget: int = 100_000) -> None:
+    def __init__(self, budget: int = DEFAULT_TOKEN_BUDGET) -> None:
         if budget <= 0:
             raise ValueError("token budget must be positive")
         self.budget = budget

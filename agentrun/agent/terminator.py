@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentrun.config import DEFAULT_RETRIES, DEFAULT_TOKEN_BUDGET
 from agentrun.errors import BadInput
 
 if TYPE_CHECKING:
@@ -30,9 +31,9 @@ class Limits:
     max_steps: int  # model turns per attempt
     max_duration_s: float  # wall clock for the whole execution, all attempts together
     max_consecutive_failures: int  # steps in a row whose tool calls all failed
-    token_budget: int = 100_000  # for the whole execution, sub-agents included
+    token_budget: int = DEFAULT_TOKEN_BUDGET  # for the whole execution, sub-agents included
     retry_on_failure: bool = True
-    max_retries: int = 3  # attempts = 1 + max_retries
+    max_retries: int = DEFAULT_RETRIES  # attempts = 1 + max_retries
     retry_conditions: frozenset[str] = field(default_factory=lambda: RETRY_CONDITIONS)
     reflection_after_errors: int = 3  # circuit breaker level 1
     max_backtracks: int = 5  # circuit breaker level 2

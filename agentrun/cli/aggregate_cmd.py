@@ -71,7 +71,7 @@ def aggregate(
         warnings.append(f"{parsed.id} status is {parsed.status or 'unset'}, not audited; "
                         "run `agentrun audit` first")
     options = RunOptions(provider=ProviderSettings(provider="", model=""),
-                         on_failure=on_failure or project.config.get("on_failure") or "continue",
+                         on_failure=on_failure or project.config.on_failure,
                          warnings=warnings)
     with PlainProgress(out) as progress, event_stream(events, progress, out) as on_event:
         done = run_aggregate(project, parsed, plan, results, options, remote=remote,

@@ -80,7 +80,8 @@ def audit(
         raise typer.Exit(_model_one(spec, out, opts, report))
     project = find_project()
     _require_specs_dir(project)
-    parallel = max_parallel or _config_int(project, "max_parallel") or DEFAULT_MAX_PARALLEL
+    parallel = (max_parallel or project.config.audit.max_parallel or project.config.max_parallel
+                or DEFAULT_MAX_PARALLEL)
     raise typer.Exit(_model_all(project, out, opts, parallel, report))
 
 
@@ -106,27 +107,15 @@ def _require_specs_dir(project: Project) -> None:
 
 # -- the model-based audit ------------------------------------------------------------------
 
-def _config_int(project: Project, key: str) -> int | None:
-    section = project.config.get("audit") or {}
-    value = section.get(key) if isinstance(section, dict) else None
-    if value is None and key == "max_parallel":
-        value = project.config.get("max_parallel")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadInput(f".specflow/config.yaml: `{key}` must be a positive integer, got "
-                       f"{value!r}", hint=f"e.g. `audit: {{{key}: 4}}`")
-    return value
-
-
 def _options(project: Project, opts: dict[str, Any]) -> AuditOptions:
     from agentrun.audit.estimates import thresholds_from
     from agentrun.audit.runner import AuditOptions
 
-    limits = {"max_steps": opts["max_steps"] or _config_int(project, "max_steps"),
-              "token_budget": opts["token_budget"] or _config_int(project, "token_budget")}
+    limits = {"max_steps": opts["max_steps"] or project.config.audit.max_steps,
+              "token_budget": opts["token_budget"] or project.config.audit.token_budget}
     return AuditOptions(write_groups=opts["write"], dry_run=opts["dry_run"],
-                        thresholds=thresholds_from(project.config, opts["group_context_max"],
+                        thresholds=thresholds_from(project.config.model_dump(exclude_none=True),
+                                                   opts["group_context_max"],
                                                    opts["total_context_max"]),
                         limits={k: v for k, v in limits.items() if v is not None})
 

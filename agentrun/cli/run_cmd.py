@@ -5,13 +5,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from agentrun.cli.ci_report import EVENTS_HELP, JUNIT_HELP
 from agentrun.cli.common import JSON_OPT, SPEC_ARG, output
 from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, AgentrunError, BadInput
+
+if TYPE_CHECKING:
+    from agentrun.config import ProjectConfig
 
 
 class NotAudited(AgentrunError):
@@ -133,7 +136,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     if tty and not opts["yes"] and not typer.confirm("Proceed?", default=True, err=True):
         out.progress("not started")
         return EXIT_OK
-    on_failure = opts["on_failure"] or config.get("on_failure") or "continue"
+    on_failure = opts["on_failure"] or config.on_failure
     ask = None
     if tty and not opts["yes"] and opts["on_failure"] is None:
         def ask(failed: list[str]) -> bool:
@@ -141,11 +144,11 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
                                  "remaining waves?", default=True, err=True)
     options = RunOptions(
         provider=settings, limits=limits,
-        max_parallel=opts["max_parallel"] or config.get("max_parallel"),
+        max_parallel=opts["max_parallel"] or config.max_parallel,
         on_failure=on_failure, allow_dirty=opts["allow_dirty"], resume=opts["resume"],
-        validation_command=opts["validation_command"] or config.get("validation_command"),
+        validation_command=opts["validation_command"] or config.validation_command,
         interactive=opts["interactive"] and tty, use_processes=not opts["sequential"],
-        pricing=config.get("pricing") or {}, ask_continue=ask, warnings=warnings)
+        pricing=config.price_overrides(), ask_continue=ask, warnings=warnings)
     with progress_for(out) as progress, \
             event_stream(opts["events"], progress, out) as on_event:
         orchestrator = Orchestrator(project, spec, plan, options, on_event=on_event)
@@ -162,16 +165,16 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     return EXIT_OK if state.status == "complete" else EXIT_FAILED
 
 
-def worker_settings(config: dict[str, Any], cfg, opts: dict[str, Any]):
+def worker_settings(config: ProjectConfig, cfg, opts: dict[str, Any]):
     """The provider settings and limits every worker of a run gets: flags, then config."""
     from agentrun.protocol import ProviderSettings, WorkerLimits
 
     limits = WorkerLimits(
-        max_steps=opts["max_steps"] or config.get("max_steps"),
-        token_budget=opts["token_budget"] or config.get("token_budget", 100_000),
-        timeout_s=opts["worker_timeout"] or config.get("worker_timeout_s", 1800.0),
+        max_steps=opts["max_steps"] or config.max_steps,
+        token_budget=opts["token_budget"] or config.token_budget,
+        timeout_s=opts["worker_timeout"] or config.worker_timeout_s,
         max_retries=opts["max_retries"] if opts["max_retries"] is not None
-        else config.get("retries", 3))
+        else config.retries)
     record = opts.get("record")
     settings = ProviderSettings(provider=cfg.provider, model=cfg.model, base_url=cfg.base_url,
                                 max_retries=cfg.max_retries, timeout_s=cfg.timeout_s,

@@ -189,8 +189,8 @@ def _run(project, spec, plan, batch_id, ids, root, branch, base, spec_rel, run_i
     settings, limits = worker_settings(config, cfg, opts)
     options = RunOptions(provider=settings, limits=limits,
                          validation_command=opts["validation_command"]
-                         or config.get("validation_command"),
-                         pricing=config.get("pricing") or {})
+                         or config.validation_command,
+                         pricing=config.price_overrides())
     extras.update(provider=cfg.provider, model=cfg.model)
     git_dir = Path(workspace.git("rev-parse", "--absolute-git-dir", cwd=root))
     record_dir = git_dir / "agentrun" / branch.removeprefix("agentrun/")

@@ -12,28 +12,22 @@ Nothing here imports a model SDK: adapters import theirs on their first call.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentrun.config import ProjectConfig, parse_config
 from agentrun.errors import BadInput
 from agentrun.providers.base import Provider
+from agentrun.providers.catalog import CATALOG, provider_names, provider_spec
 from agentrun.providers.errors import NotConfigured
 
-PROVIDERS = ("anthropic", "openai", "scripted")
-# Defaults when only a key is set: tool-capable, not deprecated, no extended thinking by default.
-DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1", "scripted": "scripted"}
-DEFAULT_MAX_RETRIES = 2
-DEFAULT_TIMEOUT_S = 600.0
-KEY_VARS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
-BASE_URL_VARS = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+DEFAULT_MODELS = {spec.name: spec.default_model for spec in CATALOG.values()}
 # Short names used in agent definitions (as in Claude Code sub-agent files).
 MODEL_ALIASES = {"sonnet": "claude-sonnet-4-6", "opus": "claude-opus-4-6",
                  "haiku": "claude-haiku-4-5"}
 _UNSET_MODELS = {"", "inherit", "default"}
-_OPENAI_MODEL = re.compile(r"^(gpt-|chatgpt-|o\d(\b|-|$)|text-|davinci|babbage)")
 
 NOTHING_CONFIGURED_HINT = (
     "Set ANTHROPIC_API_KEY, or OPENAI_API_KEY, or OPENAI_BASE_URL (an OpenAI-compatible server "
@@ -59,19 +53,18 @@ def implied_provider(model: str | None) -> str | None:
         return None
     if ":" in model:
         prefix = model.split(":", 1)[0].lower()
-        if prefix in PROVIDERS:
+        if prefix in CATALOG:
             return prefix
-    name = model.lower()
-    if name.startswith("claude") or name in MODEL_ALIASES:
-        return "anthropic"
-    if _OPENAI_MODEL.match(name):
-        return "openai"
+    name = MODEL_ALIASES.get(model.lower(), model.lower())
+    for spec in CATALOG.values():
+        if spec.model_pattern is not None and spec.model_pattern.match(name):
+            return spec.name
     return None
 
 
 def _bare(model: str) -> str:
     """"anthropic:claude-x" → "claude-x"; "sonnet" → its full name."""
-    if ":" in model and model.split(":", 1)[0].lower() in PROVIDERS:
+    if ":" in model and model.split(":", 1)[0].lower() in CATALOG:
         model = model.split(":", 1)[1]
     return MODEL_ALIASES.get(model.lower(), model)
 
@@ -89,14 +82,14 @@ class _Layer:
 
 def resolve_provider_config(*, flag_provider: str | None = None, flag_model: str | None = None,
                             env: Mapping[str, str] = os.environ,
-                            config: Mapping[str, Any] | None = None,
+                            config: ProjectConfig | Mapping[str, Any] | None = None,
                             agent_model: str | None = None,
                             script: str | Path | None = None) -> ProviderConfig:
-    """Resolve provider, model and connection settings; raise `NotConfigured` if impossible."""
-    config = config or {}
-    if not isinstance(config, Mapping):
-        raise BadInput(".specflow/config.yaml must be a mapping",
-                       "Write `key: value` lines (provider, model, base_url, ...).")
+    """Resolve provider, model and connection settings; raise `NotConfigured` if impossible.
+
+    `config` is the project's settings; a plain mapping is validated as the file would be."""
+    if not isinstance(config, ProjectConfig):
+        config = parse_config(config)
     flag_provider = _clean(flag_provider, "--provider")
     if script and flag_provider is None:
         flag_provider = "scripted"  # `--script FILE` alone means "replay this script"
@@ -108,9 +101,7 @@ def resolve_provider_config(*, flag_provider: str | None = None, flag_model: str
         _Layer("AGENTRUN_PROVIDER/AGENTRUN_MODEL", _clean(env.get("AGENTRUN_PROVIDER"),
                                                           "AGENTRUN_PROVIDER"),
                _model(env.get("AGENTRUN_MODEL"))),
-        _Layer(".specflow/config.yaml", _clean(_cfg_str(config, "provider"),
-                                               "config `provider`"),
-               _model(_cfg_str(config, "model"))),
+        _Layer(".specflow/config.yaml", config.provider, _model(config.model)),
         _Layer("agent definition", None, _model(agent_model)),
     ]
     for layer in layers:
@@ -136,30 +127,22 @@ def resolve_provider_config(*, flag_provider: str | None = None, flag_model: str
     if model is None:
         model, model_source = DEFAULT_MODELS[provider], "default"
 
-    script_path = str(script) if script else _cfg_str(config, "script")
+    spec = provider_spec(provider)
+    script_path = str(script) if script else config.script
     base_url = _base_url(provider, env, config)
-    if provider == "scripted":
-        if not script_path:
-            raise NotConfigured("the scripted provider needs a script file",
-                                "Pass --script FILE (YAML/JSON), or set `script:` in "
-                                ".specflow/config.yaml.")
-    elif provider == "anthropic":
-        if not env.get(KEY_VARS["anthropic"]):
-            raise NotConfigured(f"provider anthropic (from {provider_source}) needs "
-                                f"ANTHROPIC_API_KEY, which is not set",
-                                "Export ANTHROPIC_API_KEY=..., or choose another provider "
-                                "with --provider / AGENTRUN_PROVIDER.")
-    elif not env.get(KEY_VARS["openai"]) and not base_url:
-        raise NotConfigured(f"provider openai (from {provider_source}) needs OPENAI_API_KEY, "
-                            f"which is not set",
-                            "Export OPENAI_API_KEY=..., or OPENAI_BASE_URL=http://... for an "
-                            "OpenAI-compatible server (Ollama, vLLM, LM Studio).")
+    if spec.needs_script and not script_path:
+        raise NotConfigured(f"the {provider} provider needs a script file",
+                            "Pass --script FILE (YAML/JSON), or set `script:` in "
+                            ".specflow/config.yaml.")
+    if spec.key_var and not env.get(spec.key_var) \
+            and not (spec.keyless_with_base_url and base_url):
+        raise NotConfigured(f"provider {provider} (from {provider_source}) needs "
+                            f"{spec.key_var}, which is not set", spec.missing_key_hint)
     source = (f"provider from {provider_source}, model from {model_source}"
               if provider_source != model_source else f"from {provider_source}")
     return ProviderConfig(provider=provider, model=model, base_url=base_url,
-                          max_retries=_cfg_int(config, "max_retries", DEFAULT_MAX_RETRIES),
-                          timeout_s=_cfg_float(config, "timeout_s", DEFAULT_TIMEOUT_S),
-                          source=source, script=script_path if provider == "scripted" else None)
+                          max_retries=config.max_retries, timeout_s=config.timeout_s,
+                          source=source, script=script_path if spec.needs_script else None)
 
 
 def create_provider(cfg: ProviderConfig, *, script: Path | str | None = None,
@@ -167,28 +150,7 @@ def create_provider(cfg: ProviderConfig, *, script: Path | str | None = None,
                     env: Mapping[str, str] | None = None) -> Provider:
     """Construct the provider `cfg` names; with `record`, wrap it to record the session."""
     env = os.environ if env is None else env
-    provider: Provider
-    if cfg.provider == "scripted":
-        from agentrun.providers.scripted import ScriptedProvider
-
-        path = script or cfg.script
-        if not path:
-            raise NotConfigured("the scripted provider needs a script file",
-                                "Pass --script FILE (YAML/JSON).")
-        provider = ScriptedProvider.from_file(path, model=cfg.model)
-    elif cfg.provider == "anthropic":
-        from agentrun.providers.anthropic_provider import AnthropicProvider
-
-        provider = AnthropicProvider(cfg.model, base_url=cfg.base_url,
-                                     max_retries=cfg.max_retries, timeout=cfg.timeout_s, env=env)
-    elif cfg.provider == "openai":
-        from agentrun.providers.openai_provider import OpenAIProvider
-
-        provider = OpenAIProvider(cfg.model, base_url=cfg.base_url,
-                                  max_retries=cfg.max_retries, timeout=cfg.timeout_s, env=env)
-    else:
-        raise BadInput(f"unknown provider {cfg.provider!r}",
-                       f"Use one of: {', '.join(PROVIDERS)}.")
+    provider: Provider = provider_spec(cfg.provider).factory(cfg, env, script)
     if record is not None:
         from agentrun.providers.recording import RecordingProvider
 
@@ -198,28 +160,31 @@ def create_provider(cfg: ProviderConfig, *, script: Path | str | None = None,
 
 # -- helpers ------------------------------------------------------------------------------------
 
-def _auto_detect(env: Mapping[str, str], config: Mapping[str, Any]) -> tuple[str, str]:
-    if env.get("ANTHROPIC_API_KEY"):
-        return "anthropic", "ANTHROPIC_API_KEY"
-    if env.get("OPENAI_API_KEY"):
-        return "openai", "OPENAI_API_KEY"
-    if env.get("OPENAI_BASE_URL"):
-        return "openai", "OPENAI_BASE_URL"
-    if _cfg_str(config, "base_url"):  # a server URL with no provider: OpenAI-compatible
-        return "openai", ".specflow/config.yaml base_url"
+def _auto_detect(env: Mapping[str, str], config: ProjectConfig) -> tuple[str, str]:
+    """The first provider whose key is set; else a server URL for one that needs no key."""
+    specs = CATALOG.values()
+    for spec in specs:
+        if spec.key_var and env.get(spec.key_var):
+            return spec.name, spec.key_var
+    keyless = [spec for spec in specs if spec.keyless_with_base_url]
+    for spec in keyless:
+        if spec.base_url_var and env.get(spec.base_url_var):
+            return spec.name, spec.base_url_var
+    if config.base_url and keyless:  # a server URL with no provider: a compatible server
+        return keyless[0].name, ".specflow/config.yaml base_url"
     raise NotConfigured("no model provider is configured", NOTHING_CONFIGURED_HINT)
 
 
-def _base_url(provider: str, env: Mapping[str, str], config: Mapping[str, Any]) -> str | None:
-    if provider not in BASE_URL_VARS:
+def _base_url(provider: str, env: Mapping[str, str], config: ProjectConfig) -> str | None:
+    var = provider_spec(provider).base_url_var
+    if var is None:
         return None
-    from_env = env.get(BASE_URL_VARS[provider])
+    from_env = env.get(var)
     if from_env:
         return from_env
     # The config's base_url belongs to the config's provider (e.g. a local Ollama for openai).
-    cfg_provider = _cfg_str(config, "provider") or implied_provider(_cfg_str(config, "model"))
-    if cfg_provider in (None, provider):
-        return _cfg_str(config, "base_url")
+    if (config.provider or implied_provider(config.model)) in (None, provider):
+        return config.base_url
     return None
 
 
@@ -227,9 +192,9 @@ def _clean(value: str | None, where: str) -> str | None:
     if value is None or not str(value).strip():
         return None
     name = str(value).strip().lower()
-    if name not in PROVIDERS:
+    if name not in CATALOG:
         raise BadInput(f"unknown provider {value!r} (from {where})",
-                       f"Use one of: {', '.join(PROVIDERS)}.")
+                       f"Use one of: {', '.join(provider_names())}.")
     return name
 
 
@@ -246,33 +211,3 @@ def _check_consistent(layer: _Layer) -> None:
         raise BadInput(f"provider {layer.provider!r} contradicts model {layer.model!r} "
                        f"(both from {layer.label})",
                        "Drop the provider prefix from the model, or change the provider.")
-
-
-def _cfg_str(config: Mapping[str, Any], key: str) -> str | None:
-    value = config.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise BadInput(f".specflow/config.yaml: `{key}` must be a string, got {value!r}",
-                       f"Quote the value of `{key}`.")
-    return value.strip() or None
-
-
-def _cfg_int(config: Mapping[str, Any], key: str, default: int) -> int:
-    value = config.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadInput(f".specflow/config.yaml: `{key}` must be a non-negative integer, "
-                       f"got {value!r}", f"Set e.g. `{key}: {default}`.")
-    return value
-
-
-def _cfg_float(config: Mapping[str, Any], key: str, default: float) -> float:
-    value = config.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise BadInput(f".specflow/config.yaml: `{key}` must be a positive number, "
-                       f"got {value!r}", f"Set e.g. `{key}: {default:g}`.")
-    return float(value)

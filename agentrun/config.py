@@ -1,0 +1,195 @@
+"""`.specflow/config.yaml`: every project setting, its type and its default, checked once.
+
+The file is validated when the project is loaded, so a typo or a wrong type stops a command with
+one message naming the file, the key and the fix — before any model call or worktree. Commands
+then read attributes; the defaults below are the only copies (protocol, budget and terminator
+import them). Precedence stays flags > environment > this file > these defaults; the file is the
+third layer, so the commands apply flags and the environment on top of it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from agentrun.errors import BadInput
+from agentrun.providers.catalog import provider_names
+
+CONFIG_FILE = ".specflow/config.yaml"
+
+DEFAULT_TOKEN_BUDGET = 100_000  # per worker, all attempts and sub-agents together
+DEFAULT_WORKER_TIMEOUT_S = 1800.0  # one worker, start to result
+DEFAULT_RETRIES = 3  # fresh attempts after a failed one
+DEFAULT_ON_FAILURE = "continue"
+DEFAULT_SDK_MAX_RETRIES = 2  # model SDK retries on 429/5xx
+DEFAULT_REQUEST_TIMEOUT_S = 600.0  # one model request
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _without_nulls(cls, data: Any) -> Any:
+        """`key:` with no value means "not set", as it always has: the default applies."""
+        if isinstance(data, Mapping):
+            return {k: v for k, v in data.items() if v is not None}
+        return data
+
+
+class AuditConfig(_Section):
+    """`audit:` — settings of `agentrun audit` that differ from `run`'s."""
+
+    max_parallel: int | None = Field(None, ge=1)  # specs audited at once
+    max_steps: int | None = Field(None, ge=1)  # auditor model turns
+    token_budget: int | None = Field(None, ge=1)  # auditor tokens per spec
+    # Shares of the context window above which a spec needs decomposition (None: the audit's
+    # own defaults).
+    group_context_max: float | None = Field(None, gt=0, le=1)
+    total_context_max: float | None = Field(None, gt=0, le=1)
+
+
+class ModelPrice(_Section):
+    """`pricing: {model: ...}` — USD per million tokens; cache prices default to `input`."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(None, ge=0)
+    cache_write: float | None = Field(None, ge=0)
+
+
+class ProjectConfig(_Section):
+    """The whole file. Unknown keys are errors: a misspelt key would otherwise do nothing."""
+
+    provider: str | None = None  # anthropic | openai | scripted
+    model: str | None = None
+    base_url: str | None = None  # an OpenAI-compatible server (Ollama, vLLM, ...)
+    script: str | None = None  # the scripted provider's script
+    validation_command: str | None = None
+    max_parallel: int | None = Field(None, ge=1)  # workers at once (None: the whole wave)
+    on_failure: Literal["continue", "abort"] = DEFAULT_ON_FAILURE
+    max_steps: int | None = Field(None, ge=1)  # model turns per attempt
+    token_budget: int = Field(DEFAULT_TOKEN_BUDGET, ge=1)
+    worker_timeout_s: float = Field(DEFAULT_WORKER_TIMEOUT_S, gt=0)
+    retries: int = Field(DEFAULT_RETRIES, ge=0)
+    max_retries: int = Field(DEFAULT_SDK_MAX_RETRIES, ge=0)
+    timeout_s: float = Field(DEFAULT_REQUEST_TIMEOUT_S, gt=0)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+    pricing: dict[str, ModelPrice] = Field(default_factory=dict)
+
+    @field_validator("provider", "model", "base_url", "script", "validation_command")
+    @classmethod
+    def _blank_is_unset(cls, value: str | None) -> str | None:
+        return (value.strip() or None) if value is not None else None
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, value: str | None) -> str | None:
+        if value is not None and value.lower() not in provider_names():
+            raise ValueError(f"must be one of {', '.join(provider_names())}")
+        return value.lower() if value else None
+
+    @field_validator("pricing", mode="before")
+    @classmethod
+    def _model_names_are_text(cls, value: Any) -> Any:
+        return {str(k): v for k, v in value.items()} if isinstance(value, Mapping) else value
+
+    def price_overrides(self) -> dict[str, dict[str, float]]:
+        """`pricing:` as the plain mapping a worker assignment carries."""
+        return {name: price.model_dump(exclude_none=True) for name, price in self.pricing.items()}
+
+
+def parse_config(data: Mapping[str, Any] | None, source: str = CONFIG_FILE) -> ProjectConfig:
+    """Validate settings read from `source`; the first problem is `BadInput` naming the key."""
+    if data is None:
+        return ProjectConfig()
+    if not isinstance(data, Mapping):
+        raise BadInput(f"invalid config {source}: expected a mapping of settings",
+                       hint="write settings as `key: value` lines")
+    try:
+        return ProjectConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        raise _bad_input(exc.errors(include_url=False)[0], source) from None
+
+
+def read_config(path: Path) -> ProjectConfig:
+    """The settings in `path` (defaults if it does not exist). Invalid YAML is a clear error."""
+    if not path.is_file():
+        return ProjectConfig()
+    import yaml
+
+    from agentrun.yamlload import safe_load
+
+    try:
+        data = safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise BadInput(f"invalid config {path}: {exc}",
+                       hint="fix the YAML syntax or remove the file") from None
+    return parse_config(data, _shown(path))
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+# -- messages ----------------------------------------------------------------------------------
+
+_SECTIONS: dict[str, type[BaseModel]] = {"audit": AuditConfig}
+
+
+def _keys_under(parent: tuple[Any, ...]) -> list[str]:
+    """The keys allowed where an unknown one was found."""
+    if not parent:
+        return list(ProjectConfig.model_fields)
+    if len(parent) == 1 and parent[0] in _SECTIONS:
+        return list(_SECTIONS[parent[0]].model_fields)
+    if len(parent) == 2 and parent[0] == "pricing":
+        return list(ModelPrice.model_fields)
+    return []
+
+
+def _bad_input(error: Mapping[str, Any], source: str) -> BadInput:
+    loc = tuple(error["loc"])
+    key = ".".join(str(part) for part in loc)
+    if error["type"] == "extra_forbidden":
+        known = _keys_under(loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        guess = f" — did you mean `{'.'.join(map(str, (*loc[:-1], close[0])))}`?" if close \
+            else ""
+        return BadInput(f"invalid config {source}: unknown key `{key}`{guess}",
+                        hint=f"remove it or correct its spelling; the keys here are: "
+                             f"{', '.join(known)}")
+    if error["type"] == "missing":
+        return BadInput(f"invalid config {source}: `{key}` is missing",
+                        hint=f"add `{loc[-1]}:` under `{'.'.join(map(str, loc[:-1]))}`")
+    return BadInput(f"invalid config {source}: `{key}` {_what(error)} "
+                    f"(got {error['input']!r})",
+                    hint=f"correct `{key}` in {source}, or remove it to use the default")
+
+
+def _what(error: Mapping[str, Any]) -> str:
+    """Pydantic's "Input should be a valid integer" as "must be a whole number"."""
+    kind = error["type"]
+    if kind in ("model_type", "dict_type"):
+        return "must be a mapping of settings"
+    if kind == "string_type":
+        return "must be a string"
+    if kind == "int_type":
+        return "must be a whole number"
+    if kind == "float_type":
+        return "must be a number"
+    msg = str(error["msg"]).removeprefix("Value error, ")
+    return msg.replace("Input should be", "must be")
