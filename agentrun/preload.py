@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 
-import agentrun.agent.loop
+import agentrun.attempts
 import agentrun.providers.scripted
 import agentrun.worker  # noqa: F401 - imported to be inherited by every worker
 from agentrun.agent.prompts import compile_template

@@ -1,8 +1,9 @@
 """The worker: one assignment in, one result out.
 
 A worker runs in its own process (or CI job) in its own git worktree with a fresh model
-context. It renders its task from the assignment, runs the agent loop, commits what the agent
-left uncommitted, and derives files and commits from git — never from the model's word.
+context. It renders its task from the assignment, runs the attempts of an executor (see
+attempts.py), commits what the agent left uncommitted, and derives files and commits from git
+— never from the model's word.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentrun.protocol import Assignment, UsageModel, WorkerResult
+from agentrun.sandbox.base import Sandbox
+from agentrun.sandbox.local import LocalSandbox
 
 if TYPE_CHECKING:
     from agentrun.agent.snapshots import Snapshot
@@ -25,16 +28,15 @@ if TYPE_CHECKING:
 def run_assignment(assignment: Assignment, cancel: threading.Event | None = None,
                    provider: Any = None) -> WorkerResult:
     """Execute one assignment and write its result file. Never raises for agent failures."""
-    started = time.monotonic()
-    cancel = cancel or threading.Event()
     progress = _Progress(assignment.progress_path)
+    return _execute(assignment, cancel or threading.Event(), provider, progress,
+                    LocalSandbox(on_spawn=progress.spawned))
+
+
+def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
+             progress: _Progress, sandbox: Sandbox) -> WorkerResult:
+    started = time.monotonic()
     worktree = Path(assignment.worktree)
-    from agentrun.tools import command
-
-    def spawned(event: str, pgid: int) -> None:
-        progress.emit({"type": event, "pgid": pgid})
-
-    command.SPAWN_HOOKS.append(spawned)
     try:
         from agentrun.agent.snapshots import checkout_snapshot
         from agentrun.workspace import populate_worktree
@@ -42,7 +44,7 @@ def run_assignment(assignment: Assignment, cancel: threading.Event | None = None
         # the orchestrator creates worktrees without files, to be quick; a fresh checkout is
         # HEAD exactly, which spares the first attempt's snapshot a scan of every file
         start = checkout_snapshot(worktree) if populate_worktree(worktree) else None
-        outcome, model = _run_agent(assignment, cancel, progress, provider, start)
+        outcome, model = _run_attempts(assignment, cancel, progress, provider, sandbox, start)
         result = _result_from_git(assignment, outcome, model, worktree)
     except Exception as exc:  # the boundary of the worker: report, never crash silently
         from agentrun.errors import AgentrunError
@@ -53,8 +55,6 @@ def run_assignment(assignment: Assignment, cancel: threading.Event | None = None
             import traceback
 
             result.error = f"{message}\n{traceback.format_exc()}"
-    finally:
-        command.SPAWN_HOOKS.remove(spawned)
     result.duration_s = round(time.monotonic() - started, 3)
     result.write(Path(assignment.result_path))
     progress.emit({"type": "done", "status": result.status, "stop_reason": result.stop_reason})
@@ -62,13 +62,15 @@ def run_assignment(assignment: Assignment, cancel: threading.Event | None = None
     return result
 
 
-def _run_agent(assignment: Assignment, cancel: threading.Event, progress: _Progress,
-               provider: Any, start: Snapshot | None = None):
+def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Progress,
+                  provider: Any, sandbox: Sandbox, start: Snapshot | None = None):
     from agentrun.agent.definitions import load_agent
-    from agentrun.agent.loop import AgentTask, run_agent
     from agentrun.agent.prompts import render_worker_assignment
     from agentrun.agent.terminator import limits_for
     from agentrun.agent.transcript import Transcript
+    from agentrun.attempts import run_attempts
+    from agentrun.executors.base import AgentTask
+    from agentrun.executors.builtin import BuiltinExecutor
 
     root = Path(assignment.project_root) if assignment.project_root else None
     agent = load_agent(assignment.agent, root)
@@ -91,8 +93,8 @@ def _run_agent(assignment: Assignment, cancel: threading.Event, progress: _Progr
                             if assignment.transcript_path else None)
     progress.emit({"type": "start", "groups": [g.id for g in assignment.groups],
                    "model": getattr(provider, "model", "")})
-    outcome = run_agent(task, provider, transcript=transcript, cancel=cancel,
-                        on_event=progress.emit)
+    outcome = run_attempts(task, BuiltinExecutor(provider, sandbox), sandbox,
+                           transcript=transcript, cancel=cancel, on_event=progress.emit)
     return outcome, getattr(provider, "model", assignment.provider.model)
 
 
@@ -153,6 +155,10 @@ class _Progress:
             if self._fh is not None:
                 self._fh.write(line)
 
+    def spawned(self, event: str, pgid: int) -> None:
+        """A command's process group started or ended ("spawn" / "spawn_end")."""
+        self.emit({"type": event, "pgid": pgid})
+
     def close(self) -> None:
         with self._lock:
             if self._fh is not None:
@@ -168,14 +174,16 @@ def process_main(assignment_path: str) -> None:
     # stderr instead
     os.dup2(2, 1)
     cancel = threading.Event()
+    sandbox: LocalSandbox | None = None  # the stop below may come before it exists
 
     def stop(_sig, _frame) -> None:
-        from agentrun.tools.command import kill_running_commands
-
         cancel.set()
-        kill_running_commands(signal.SIGTERM)
+        if sandbox is not None:
+            sandbox.kill_all(signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     assignment = Assignment.read(Path(assignment_path))
-    run_assignment(assignment, cancel)
+    progress = _Progress(assignment.progress_path)
+    sandbox = LocalSandbox(on_spawn=progress.spawned)
+    _execute(assignment, cancel, None, progress, sandbox)

@@ -8,9 +8,9 @@ from typing import Any
 from gitutil import init_repo
 
 from agentrun.agent.definitions import load_agent
-from agentrun.agent.loop import AgentTask
 from agentrun.agent.terminator import Limits
 from agentrun.agent.transcript import Transcript
+from agentrun.executors.base import AgentTask
 from agentrun.providers.base import Request, Turn
 from agentrun.providers.scripted import ScriptedProvider
 

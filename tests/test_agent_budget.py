@@ -9,8 +9,8 @@ import pytest
 from agent_fixtures import RecordingProvider, call, events, make_repo, make_task, submit, turn
 
 from agentrun.agent.budget import TokenTracker
-from agentrun.agent.loop import run_agent
 from agentrun.agent.transcript import Transcript
+from agentrun.attempts import run_agent
 from agentrun.providers.base import Usage
 
 

@@ -17,8 +17,8 @@ from agent_fixtures import (
 )
 
 from agentrun.agent.context import pairing_problems
-from agentrun.agent.loop import run_agent
 from agentrun.agent.transcript import Transcript
+from agentrun.attempts import run_agent
 from agentrun.tools.base import INVALID_ARGUMENTS
 
 

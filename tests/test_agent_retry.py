@@ -17,9 +17,9 @@ from agent_fixtures import (
 )
 from gitutil import commit_files, head, run_git, status
 
-from agentrun.agent.loop import run_agent
-from agentrun.agent.retry import classify_failure_output
 from agentrun.agent.transcript import Transcript
+from agentrun.attempts import run_agent
+from agentrun.validation import classify_failure_output
 
 CHECK = f"{sys.executable} -c 'import app'"  # a "build": the module must import
 

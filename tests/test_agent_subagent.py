@@ -6,8 +6,8 @@ import json
 
 from agent_fixtures import RecordingProvider, call, events, make_repo, make_task, submit, turn
 
-from agentrun.agent.loop import run_agent
 from agentrun.agent.transcript import Transcript
+from agentrun.attempts import run_agent
 
 
 def run(tmp_path, parent_script, child_script, child="code-reviewer", **kwargs):

@@ -6,8 +6,8 @@ import json
 
 from agent_fixtures import RecordingProvider, call, make_repo, make_task, submit, turn
 
-from agentrun.agent.loop import run_agent
 from agentrun.agent.transcript import REDACTED, Redactor, Transcript, secret_values
+from agentrun.attempts import run_agent
 from agentrun.tools import policy
 from agentrun.tools.base import CommandPolicy
 

@@ -27,7 +27,6 @@ from agentrun.agent.context import clean_context
 from agentrun.agent.definitions import AgentDefinition
 from agentrun.agent.modelcall import Stopped, call_model
 from agentrun.agent.prompts import render
-from agentrun.agent.retry import Validation
 from agentrun.agent.runtime import Runtime
 from agentrun.agent.subagent import ALWAYS_TOOLS, LoopHooks, Submission
 from agentrun.agent.transcript import truncate
@@ -53,8 +52,6 @@ class AttemptResult:
     last_thought: str = ""
     last_action: str = ""
     observation: str = ""
-    validation: Validation | None = None
-    snapshot: Any = None  # agentrun.agent.snapshots.Snapshot, taken before the first write
     wrote: bool = False  # a write tool was called
 
 
@@ -78,8 +75,8 @@ class Conversation:
         self.where = {"agent": agent.name, "depth": depth, "attempt": attempt}
         self.before_write = before_write
         self.hooks = LoopHooks(rt, agent, tool_names, depth, self._run_child)
-        self.tools = Toolset(ToolContext(root=rt.worktree, policy=rt.policy, hooks=self.hooks),
-                             tool_names)
+        self.tools = Toolset(ToolContext(root=rt.worktree, policy=rt.policy, hooks=self.hooks,
+                                         sandbox=rt.sandbox), tool_names)
         self.specs = self.tools.specs()
         self.messages: list[Message] = [Message(role="user", content=task_text)]
         limits = rt.limits

@@ -1,5 +1,5 @@
-"""What every conversation of one execution shares: the model, the budget, the clock, the
-transcript, cancellation and the way progress is reported."""
+"""What every conversation of one attempt shares: the model, the budget, the clock, the
+transcript, cancellation, the sandbox commands run in and the way progress is reported."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from agentrun.agent.budget import TokenTracker
 from agentrun.agent.terminator import Limits, Terminator
 from agentrun.agent.transcript import Transcript
 from agentrun.providers.base import Provider
+from agentrun.sandbox.base import Sandbox
 from agentrun.tools.base import CommandPolicy
 
 
@@ -25,6 +26,7 @@ class Runtime:
     tracker: TokenTracker
     terminator: Terminator
     cancel: threading.Event
+    sandbox: Sandbox
     group: str = ""
     project_root: Path | None = None
     policy: CommandPolicy = field(default_factory=CommandPolicy)

@@ -1,6 +1,6 @@
 """State snapshots of a worker's worktree, so that a failed attempt can be rolled back.
 
-Before the first write of an attempt the agent loop takes a snapshot; when the attempt fails,
+Before the first write of an attempt the retry loop takes a snapshot; when the attempt fails,
 the worktree is restored to it before the retry. The retry then starts from exactly the state
 the first attempt saw, and the worker's branch never keeps half of a failed attempt.
 

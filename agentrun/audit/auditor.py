@@ -27,8 +27,8 @@ from agentrun.spec.model import Spec
 
 if TYPE_CHECKING:
     from agentrun.agent.definitions import AgentDefinition
-    from agentrun.agent.loop import AgentOutcome
     from agentrun.agent.terminator import Limits
+    from agentrun.attempts import AgentOutcome
 
 AUDITOR = "spec-auditor"
 READ_ONLY_TOOLS = ("read_file", "list_files", "search_files")
@@ -191,8 +191,9 @@ def ask_auditor(spec: Spec, project: Project, provider: Provider, static: Static
 def _run(agent: AgentDefinition, task: str, spec: Spec, project: Project, provider: Provider,
          limits: Limits, cancel: threading.Event) -> tuple[AgentOutcome, list[str]]:
     """One fresh auditor conversation: (outcome, the text of each reply)."""
-    from agentrun.agent.loop import AgentTask, run_agent
     from agentrun.agent.transcript import Redactor, secret_values
+    from agentrun.attempts import run_agent
+    from agentrun.executors.base import AgentTask
 
     replies = _Replies(provider)
     outcome = run_agent(AgentTask(agent=agent, task=task, worktree=project.root, limits=limits,

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agentrun.providers.base import ToolSpec
+from agentrun.sandbox.base import Sandbox
+from agentrun.sandbox.local import LocalSandbox
 
 # error_kind values a tool may report
 INVALID_ARGUMENTS = "invalid_arguments"  # bad/missing arguments: the model can correct itself
@@ -60,11 +62,13 @@ class CommandPolicy:
 
 @dataclass
 class ToolContext:
-    """What every tool call may use: the worktree root it is confined to, and the loop's hooks."""
+    """What every tool call may use: the worktree root it is confined to, the loop's hooks, and
+    the sandbox commands run in (the worker's, so that it can stop them)."""
 
     root: Path
     policy: CommandPolicy = field(default_factory=CommandPolicy)
     hooks: AgentHooks | None = None
+    sandbox: Sandbox = field(default_factory=LocalSandbox)
 
 
 class Tool(Protocol):

@@ -1,5 +1,5 @@
-"""The Ralph loop's policy: validation as backpressure, what a failure was, whether to retry,
-and the feedback the next attempt starts from.
+"""The retry loop's policy: validation as backpressure, what a failure was, and whether
+another attempt can fix it.
 
 A validation command (the project's tests or build) runs whenever an attempt claims success;
 a non-zero exit turns the claim into a failure whose error is the command's output. Failures
@@ -13,7 +13,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrun.tools.base import COMMAND_FAILED, TIMEOUT, CommandPolicy, ToolContext
+from agentrun.sandbox.base import Sandbox
+from agentrun.tools.base import TIMEOUT, CommandPolicy
+from agentrun.tools.command import execute_command
+from agentrun.tools.policy import check_command
 
 _BUILD = [re.compile(p, re.MULTILINE) for p in (
     r"\b(SyntaxError|IndentationError|TabError|ImportError|ModuleNotFoundError)\b",
@@ -61,26 +64,28 @@ class Validation:
     error: str | None = None
 
 
-def run_validation(worktree: Path, policy: CommandPolicy, command: str,
+def run_validation(sandbox: Sandbox, worktree: Path, policy: CommandPolicy, command: str,
                    timeout_s: float) -> Validation:
-    """Run the validation command in the worktree through `run_command` (same policy, same
-    timeout handling and secret scrubbing as the agent's own commands)."""
-    from agentrun.tools.registry import Toolset
-
-    tools = Toolset(ToolContext(root=worktree, policy=policy), ["run_command"])
+    """Run the validation command in the worktree, in the worker's sandbox, under the policy of
+    the agent's own commands (deny list, timeout cap, secret scrubbing), so that the output it
+    is judged by reads as the agent's own `run_command` would."""
+    refusal = check_command(command, worktree, policy.deny)
+    if refusal is not None:  # the agent cannot fix this by trying again
+        return Validation(command, False, refusal.message(), None,
+                          f"validation command `{command}` could not run: {refusal.message()}")
     timeout = min(float(timeout_s), float(policy.max_timeout_s))
-    result = tools.call("run_command", {"command": command, "timeout_s": timeout})
+    try:
+        result = execute_command(sandbox, command, worktree, policy, timeout)
+    except OSError as exc:  # no shell, no worktree: nothing an attempt can fix
+        return Validation(command, False, str(exc), None, f"validation command `{command}` "
+                          f"could not run: {type(exc).__name__}: {exc}")
     if not result.is_error:
         return Validation(command, True, result.content, None)
     if result.error_kind == TIMEOUT:
         return Validation(command, False, result.content, "test_failures",
                           f"validation command `{command}` timed out after {timeout:g}s")
-    if result.error_kind == COMMAND_FAILED:
-        return Validation(command, False, result.content, classify_failure_output(result.content),
-                          f"validation command `{command}` failed:\n{tail(result.content)}")
-    # denied or malformed: the agent cannot fix this by trying again
-    return Validation(command, False, result.content, None,
-                      f"validation command `{command}` could not run: {result.content}")
+    return Validation(command, False, result.content, classify_failure_output(result.content),
+                      f"validation command `{command}` failed:\n{tail(result.content)}")
 
 
 def tail(text: str, limit: int = 3_000) -> str:

@@ -1,0 +1,238 @@
+"""Attempts above the executor: the Ralph retry loop, the same for every executor.
+
+`run_attempts` runs a task to an outcome. Each attempt is one call of the executor. Around it:
+a snapshot of the worktree before the attempt's first write, the validation command as
+backpressure when the attempt claims success, and on a retryable failure a rollback to the
+snapshot and a new attempt whose task carries the failure (prompts/retry.md).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from agentrun.agent.budget import TokenTracker
+from agentrun.agent.conversation import tool_names_for
+from agentrun.agent.prompts import render
+from agentrun.agent.snapshots import Snapshot, restore_snapshot, take_snapshot
+from agentrun.agent.transcript import Redactor, Transcript
+from agentrun.errors import AgentrunError
+from agentrun.executors.base import AgentTask, Attempt, AttemptOutcome, Budget, Executor
+from agentrun.executors.builtin import BuiltinExecutor
+from agentrun.providers.base import Provider, Usage
+from agentrun.sandbox.base import Sandbox
+from agentrun.sandbox.local import LocalSandbox
+from agentrun.tools.base import CommandPolicy
+from agentrun.validation import Validation, failure_condition, run_validation, tail
+
+
+@dataclass
+class AgentOutcome:
+    """How a task ended over all its attempts."""
+
+    status: str  # complete | partial | failed | blocked
+    summary: str
+    criteria_met: list[str]
+    deviations: list[str]
+    error: str | None
+    attempts: int
+    steps: int
+    usage: Usage
+    stop_reason: str  # completed|max_steps|timeout|budget|circuit_breaker|error|interrupted
+    submitted: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_agent(task: AgentTask, provider: Provider, *, transcript: Transcript | None = None,
+              cancel: threading.Event | None = None,
+              on_event: Callable[[dict[str, Any]], None] | None = None,
+              clock: Callable[[], float] = time.monotonic,
+              sleep: Callable[[float], None] | None = None,
+              ask: Callable[[str], bool] | None = None,
+              sandbox: Sandbox | None = None) -> AgentOutcome:
+    """Run `task` with the built-in executor and `provider` as its model.
+
+    `clock` and `sleep` are injectable for tests; `ask` answers yes/no questions in interactive
+    runs (by default: the terminal, and never when stdin is not a TTY).
+    """
+    sandbox = sandbox if sandbox is not None else LocalSandbox()
+    executor = BuiltinExecutor(provider, sandbox, sleep=sleep, ask=ask)
+    return run_attempts(task, executor, sandbox, transcript=transcript, cancel=cancel,
+                        on_event=on_event, clock=clock)
+
+
+def run_attempts(task: AgentTask, executor: Executor, sandbox: Sandbox, *,
+                 transcript: Transcript | None = None, cancel: threading.Event | None = None,
+                 on_event: Callable[[dict[str, Any]], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> AgentOutcome:
+    """Run `task` to an outcome with `executor`: attempts, validation (in `sandbox`), rollback
+    and retries included."""
+    limits = task.limits
+    budget = Budget(TokenTracker(limits.token_budget), started=clock(),
+                    max_duration_s=limits.max_duration_s,
+                    cancel=cancel if cancel is not None else threading.Event(), clock=clock)
+    run = _Run(task, executor, sandbox, budget,
+               transcript if transcript is not None else Transcript(None), on_event)
+    return run.all_attempts()
+
+
+class _Run:
+    """The attempts of one task and what they share."""
+
+    def __init__(self, task: AgentTask, executor: Executor, sandbox: Sandbox, budget: Budget,
+                 transcript: Transcript,
+                 on_event: Callable[[dict[str, Any]], None] | None) -> None:
+        self.task, self.executor, self.sandbox, self.budget = task, executor, sandbox, budget
+        self.transcript, self.on_event = transcript, on_event
+        self.worktree = Path(task.worktree)
+        self.policy = task.command_policy or CommandPolicy()
+        self.tools = tool_names_for(task.agent)
+
+    def all_attempts(self) -> AgentOutcome:
+        task, limits = self.task, self.task.limits
+        max_attempts = 1 + limits.max_retries if limits.retry_on_failure else 1
+        self.record("run_start", agent=task.agent.name, group=task.group, tools=self.tools,
+                    limits=limits.to_dict(), validation_command=task.validation_command,
+                    **self.executor.describe())
+        results: list[AttemptOutcome] = []
+        text = task.task
+        for number in range(1, max_attempts + 1):
+            result, validation, snapshot = self.attempt(text, number, max_attempts)
+            results.append(result)
+            condition = failure_condition(result.stop_reason, result.status, result.error,
+                                          validation)
+            retry = (number < max_attempts and condition in limits.retry_conditions
+                     and self.budget.stop_requested() is None)
+            self.record("attempt_end", attempt=number, status=result.status,
+                        stop_reason=result.stop_reason, error=result.error,
+                        condition=condition, retry=retry, steps=result.steps)
+            self.emit({"type": "attempt_end", "attempt": number, "status": result.status,
+                       "stop_reason": result.stop_reason, "retry": retry})
+            if not retry or not self.rollback(result, snapshot):
+                break
+            text = render("retry", {
+                "attempt": number, "max_attempts": max_attempts, "condition": condition,
+                "error": result.error or "unknown error", "last_thought": result.last_thought,
+                "last_action": result.last_action, "observation": result.observation,
+                "original_task": task.task, "validation_command": task.validation_command or "",
+            }, task.project_root)
+        outcome = _outcome(results, self.transcript.redactor)
+        self.record("outcome", **outcome.to_dict())
+        return outcome
+
+    def attempt(self, text: str, number: int,
+                max_attempts: int) -> tuple[AttemptOutcome, Validation | None, Snapshot | None]:
+        """One attempt, judged: (its outcome, the validation it got, its snapshot)."""
+        self.record("attempt_start", attempt=number, max_attempts=max_attempts,
+                    agent=self.task.agent.name, task=text)
+        self.emit({"type": "attempt", "attempt": number, "max_attempts": max_attempts,
+                   "agent": self.task.agent.name})
+        snap: dict[str, Any] = {}
+
+        def before_write() -> None:
+            if "taken" in snap:
+                return
+            snap["taken"] = True
+            try:
+                snap["snapshot"] = (self.task.start if number == 1 and self.task.start
+                                    is not None else take_snapshot(self.worktree))
+                self.record("snapshot", attempt=number, tree=snap["snapshot"].tree,
+                            head=snap["snapshot"].head)
+            except (AgentrunError, OSError) as exc:
+                self.record("snapshot_failed", attempt=number, error=str(exc))
+
+        result = self.executor.run_attempt(self.task, Attempt(
+            text=text, number=number, max_attempts=max_attempts, tools=list(self.tools),
+            budget=self.budget, transcript=self.transcript, on_event=self.on_event,
+            before_write=before_write))
+        snapshot: Snapshot | None = snap.get("snapshot")
+        validation = None
+        if result.stop_reason == "completed" and result.status == "complete" \
+                and self.task.validation_command:
+            validation = self.validate(self.task.validation_command, result, number)
+        if result.stop_reason != "completed" and result.status == "failed" \
+                and self.changed(result, snapshot):
+            result.status = "partial"  # fail gracefully: the work so far is kept and reported
+        return result, validation, snapshot
+
+    def validate(self, command: str, result: AttemptOutcome, number: int) -> Validation | None:
+        """Backpressure: a claim of success counts only if the validation command passes."""
+        stop = self.budget.stop_requested()
+        if stop:
+            result.stop_reason, result.status = stop, "failed"
+            result.error = f"{stop} before the validation command could run"
+            return None
+        timeout = max(1.0, min(self.task.limits.validation_timeout_s, self.budget.time_left()))
+        check = run_validation(self.sandbox, self.worktree, self.policy, command, timeout)
+        self.record("validation", attempt=number, command=command, ok=check.ok,
+                    condition=check.condition, output=tail(check.output))
+        if not check.ok:
+            result.status = "failed"
+            result.error = check.error
+        return check
+
+    def changed(self, result: AttemptOutcome, snapshot: Snapshot | None) -> bool:
+        """Did the attempt leave changes (files or commits) behind?"""
+        if not result.wrote:
+            return False
+        if snapshot is None:
+            return True  # a write was attempted and nothing tells us otherwise
+        try:
+            now = take_snapshot(self.worktree)
+        except (AgentrunError, OSError):
+            return True
+        return (now.tree, now.head) != (snapshot.tree, snapshot.head)
+
+    def rollback(self, result: AttemptOutcome, snapshot: Snapshot | None) -> bool:
+        """Restore the worktree before a retry; False (no retry) if that is impossible."""
+        if snapshot is None:
+            if not result.wrote:
+                return True  # nothing was written: the worktree is as the attempt found it
+            self.record("rollback_failed", error="no snapshot was taken before the first write")
+            result.error = f"{result.error}; cannot roll back before a retry (no snapshot)"
+            return False
+        try:
+            restore_snapshot(self.worktree, snapshot)
+        except (AgentrunError, OSError) as exc:
+            self.record("rollback_failed", error=str(exc))
+            result.error = f"{result.error}; rollback before retry failed: {exc}"
+            return False
+        self.record("rollback", tree=snapshot.tree, head=snapshot.head)
+        return True
+
+    def record(self, type: str, **data: Any) -> None:
+        self.transcript.record(type, **data)
+
+    def emit(self, event: dict[str, Any]) -> None:
+        """Progress for the live display; a broken display must not break the run."""
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event)
+        except Exception as exc:  # noqa: BLE001 - display code is not ours to crash on
+            self.record("on_event_error", error=f"{type(exc).__name__}: {exc}")
+
+
+def _outcome(results: list[AttemptOutcome], redactor: Redactor) -> AgentOutcome:
+    """The last attempt decides; steps and tokens add up over all of them. Texts that come
+    from the model or from command output are redacted: they end up in result files."""
+    last = results[-1]
+    error = last.error
+    if error and last.status != "complete" and len(results) > 1:
+        error = f"failed after {len(results)} attempts; last error: {error}"
+    usage = Usage()
+    for result in results:
+        usage = usage + result.usage
+    return AgentOutcome(
+        status=last.status, summary=redactor.text(last.summary),
+        criteria_met=[redactor.text(c) for c in last.criteria_met],
+        deviations=[redactor.text(d) for d in last.deviations],
+        error=redactor.text(error) if error else None, attempts=len(results),
+        steps=sum(r.steps for r in results), usage=usage,
+        stop_reason=last.stop_reason, submitted=last.submission is not None)

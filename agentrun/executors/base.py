@@ -1,0 +1,125 @@
+"""The executor seam: what runs one attempt of a task in a worktree.
+
+An executor turns a task text into changes in the worktree and a report of how it went. The
+built-in one is agentrun's own tool loop (agent/); an external coding-agent CLI (Claude Code,
+Codex) driven headless is another. Everything around an attempt (snapshots, validation,
+rollback, retries) lives above this seam in agentrun/attempts.py, so it is the same whichever
+executor runs, and nothing here assumes a tool loop of ours.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from agentrun.agent.budget import TokenTracker
+from agentrun.agent.definitions import AgentDefinition
+from agentrun.agent.snapshots import Snapshot
+from agentrun.agent.subagent import Submission
+from agentrun.agent.terminator import Limits
+from agentrun.agent.transcript import Transcript
+from agentrun.providers.base import Usage
+from agentrun.tools.base import CommandPolicy
+
+
+@dataclass
+class AgentTask:
+    """A task for an agent: who works on it, on what, where, and within which limits."""
+
+    agent: AgentDefinition
+    task: str
+    worktree: Path
+    limits: Limits
+    group: str = ""
+    validation_command: str | None = None
+    interactive: bool = False
+    project_root: Path | None = None
+    command_policy: CommandPolicy | None = None
+    # the worktree's state when the caller knows it (a fresh checkout): the first attempt's
+    # snapshot then reads no file
+    start: Snapshot | None = None
+
+
+@dataclass
+class Budget:
+    """What all attempts of a task spend together, so that a retry starts neither the clock
+    nor the token count afresh; and the flag that stops them all."""
+
+    tokens: TokenTracker
+    started: float
+    max_duration_s: float
+    cancel: threading.Event = field(default_factory=threading.Event)
+    clock: Callable[[], float] = time.monotonic
+
+    def time_left(self) -> float:
+        return self.started + self.max_duration_s - self.clock()
+
+    def stop_requested(self) -> str | None:
+        """'interrupted' or 'timeout' when the work must stop right now."""
+        if self.cancel.is_set():
+            return "interrupted"
+        if self.time_left() <= 0:
+            return "timeout"
+        return None
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass
+class Attempt:
+    """One attempt's brief: the text to work from, and what it shares with the other attempts."""
+
+    text: str  # the task itself, or (on a retry) the task with the last failure fed back
+    number: int
+    max_attempts: int
+    tools: list[str]  # the tool names the agent may use
+    budget: Budget
+    transcript: Transcript
+    on_event: Callable[[dict[str, Any]], None] | None = None  # progress for the live display
+    # called before the attempt's first change to the worktree, so that it can be rolled
+    # back; an executor that cannot tell when that is calls it before it starts
+    before_write: Callable[[], None] = _nothing
+
+
+@dataclass
+class AttemptOutcome:
+    """How one attempt ended."""
+
+    stop_reason: str  # completed|max_steps|timeout|budget|circuit_breaker|error|interrupted
+    status: str  # complete | partial | failed | blocked
+    summary: str
+    error: str | None = None
+    submission: Submission | None = None  # the result the agent reported, if it did
+    steps: int = 0
+    usage: Usage = field(default_factory=Usage)  # this attempt's share of the budget
+    wrote: bool = False  # something that may change the worktree was done
+    # where the attempt left off, for the retry prompt
+    last_thought: str = ""
+    last_action: str = ""
+    observation: str = ""
+
+    @property
+    def criteria_met(self) -> list[str]:
+        return list(self.submission.criteria_met) if self.submission else []
+
+    @property
+    def deviations(self) -> list[str]:
+        return list(self.submission.deviations) if self.submission else []
+
+
+class Executor(Protocol):
+    def describe(self) -> dict[str, str]:
+        """Who runs the attempts ({"provider": ..., "model": ...}), for the transcript."""
+        ...
+
+    def run_attempt(self, task: AgentTask, attempt: Attempt) -> AttemptOutcome:
+        """Work on `attempt.text` in `task.worktree` until done or stopped; never raise for
+        the agent's failures. Charge `attempt.budget.tokens` while spending, and stop when
+        `attempt.budget.stop_requested()` says so."""
+        ...

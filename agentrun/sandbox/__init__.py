@@ -1,0 +1,1 @@
+"""Where commands run: the `Sandbox` seam (base.py) and its implementations."""

@@ -1,0 +1,46 @@
+"""The sandbox seam: run one command in a directory, and stop everything that was started.
+
+Every command a worker runs (the model's `run_command`, the validation command) goes through
+the worker's one `Sandbox`, so that the worker can stop all of them when it is told to stop,
+and so that a stricter sandbox (bubblewrap) can replace the local one without the callers
+knowing.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+# told ("spawn" | "spawn_end", process group id) when a command starts and when it is gone, so
+# that whoever supervises the worker can kill a group the worker could not (after a SIGKILL)
+SpawnListener = Callable[[str, int], None]
+
+
+def unchanged(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    exit_code: int | None  # None when the command timed out
+    output: str  # stdout and stderr together: redacted, long output cut in the middle
+    timed_out: bool
+    duration_s: float
+
+
+class Sandbox(Protocol):
+    def run(self, command: str | Sequence[str], *, cwd: Path, timeout_s: float,
+            env: Mapping[str, str], max_output_chars: int = 20_000,
+            redact: Callable[[str], str] = unchanged) -> CommandResult:
+        """Run `command` (argv, or a shell command line for `/bin/bash -c`) in `cwd` with
+        exactly `env`; after `timeout_s` it is killed with everything it started. `redact`
+        masks secrets in the output before it is cut to `max_output_chars`."""
+        ...
+
+    def kill_all(self, sig: int = signal.SIGKILL) -> None:
+        """Signal every command of this sandbox that is still running (from any thread, or a
+        signal handler)."""
+        ...

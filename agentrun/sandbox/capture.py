@@ -1,0 +1,72 @@
+"""Output capture that keeps a command's head and tail in bounded memory.
+
+Build and test tools print what matters first (the command) and last (the verdict); a command
+that prints gigabytes must not exhaust the worker, so only the two ends are kept.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import IO
+
+
+class Capture:
+    """Keeps the first and the last `keep` bytes of a stream, and counts the rest."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.lock = threading.Lock()
+
+    def feed(self, chunk: bytes) -> None:
+        with self.lock:
+            self.total += len(chunk)
+            room = self.keep - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            if chunk:
+                self.tail += chunk
+                if len(self.tail) > 2 * self.keep:
+                    del self.tail[:-self.keep]
+
+    def text(self, cap: int, redact: Callable[[str], str]) -> str:
+        """The output as text: redacted, at most `cap` chars, the middle elided."""
+        with self.lock:
+            tail = bytes(self.tail[-self.keep:])
+            head = bytes(self.head)
+            dropped = self.total - len(head) - len(tail)
+        if dropped == 0:
+            return _elide(redact((head + tail).decode("utf-8", "replace")), cap)
+        head_text = redact(head.decode("utf-8", "replace"))
+        tail_text = redact(tail.decode("utf-8", "replace"))
+        keep_head = cap // 2
+        keep_tail = cap - keep_head
+        cut = max(0, len(head_text) - keep_head) + max(0, len(tail_text) - keep_tail) + dropped
+        return (head_text[:keep_head] + _marker(cut)
+                + (tail_text[-keep_tail:] if keep_tail else ""))
+
+    def pump(self, stream: IO[bytes]) -> None:
+        """Read `stream` to its end (run in a thread of its own)."""
+        try:
+            while chunk := stream.read1(65536):
+                self.feed(chunk)
+        except (OSError, ValueError):
+            pass  # the pipe was closed under us
+
+
+def _marker(count: int) -> str:
+    return f"\n... [{count} chars truncated] ...\n"
+
+
+def _elide(text: str, cap: int) -> str:
+    """`text` if it fits in `cap` chars, else its head and tail around a truncation marker."""
+    if len(text) <= cap:
+        return text
+    keep_head = cap // 2
+    keep_tail = cap - keep_head
+    return (text[:keep_head] + _marker(len(text) - cap)
+            + (text[-keep_tail:] if keep_tail else ""))
