@@ -1,4 +1,5 @@
-"""The tool seam: what a tool is, what it returns, and the hooks the agent loop provides.
+"""The tool seam: what a tool returns, and the hooks the agent loop provides (a tool itself is
+`tooldef.ArgsTool`).
 
 A tool never raises into the loop: every failure comes back as a `ToolResult` with
 `is_error=True` and an `error_kind` the loop's error classifier can act on.
@@ -9,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
-
-from agentrun.providers.base import ToolSpec
 
 # error_kind values a tool may report
 INVALID_ARGUMENTS = "invalid_arguments"  # bad/missing arguments: the model can correct itself
@@ -66,10 +65,3 @@ class ToolContext:
     policy: CommandPolicy = field(default_factory=CommandPolicy)
     hooks: AgentHooks | None = None
 
-
-class Tool(Protocol):
-    name: str
-
-    def spec(self) -> ToolSpec: ...
-
-    def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult: ...
