@@ -65,9 +65,10 @@ def make_task(worktree: Path, text: str = "Do the task.", *, agent: str = "spec-
     interactive = overrides.pop("interactive", False)
     project_root = overrides.pop("project_root", None)
     group = overrides.pop("group", "")
+    output = overrides.pop("output", None)
     return AgentTask(agent=load_agent(agent, project_root), task=text, worktree=worktree,
                      limits=limits(**overrides), group=group, validation_command=validation,
-                     interactive=interactive, project_root=project_root)
+                     interactive=interactive, project_root=project_root, output=output)
 
 
 def events(transcript: Transcript, type: str | None = None) -> list[dict[str, Any]]:

@@ -16,10 +16,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from agentrun.agent.budget import TokenTracker
-from agentrun.agent.conversation import AttemptResult, Conversation, tool_names_for
+from agentrun.agent.conversation import Conversation, tool_names_for
 from agentrun.agent.definitions import AgentDefinition
 from agentrun.agent.prompts import render
+from agentrun.agent.results import AttemptResult
 from agentrun.agent.retry import failure_condition, run_validation, tail
 from agentrun.agent.runtime import Runtime
 from agentrun.agent.snapshots import Snapshot, restore_snapshot, take_snapshot
@@ -44,6 +47,7 @@ class AgentTask:
     # the worktree's state when the caller knows it (a fresh checkout): the first attempt's
     # snapshot then reads no file
     start: Snapshot | None = None
+    output: type[BaseModel] | None = None  # the result model submit_result must carry
 
 
 @dataclass
@@ -58,6 +62,7 @@ class AgentOutcome:
     usage: Usage
     stop_reason: str  # completed|max_steps|timeout|budget|circuit_breaker|error|interrupted
     submitted: bool
+    output: BaseModel | None = None  # the task's result model, validated
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,7 +142,7 @@ def _run_attempt(rt: Runtime, task: AgentTask, text: str, names: list[str], atte
             rt.record("snapshot_failed", attempt=attempt, error=str(exc))
 
     conv = Conversation(rt, task.agent, text, names, max_steps=rt.limits.max_steps, depth=0,
-                        attempt=attempt, before_write=before_write)
+                        attempt=attempt, before_write=before_write, output=task.output)
     result = conv.run()
     result.snapshot = snap.get("snapshot")
     if result.stop_reason == "completed" and result.status == "complete" \
@@ -212,4 +217,5 @@ def _outcome(results: list[AttemptResult], tracker: TokenTracker,
         deviations=[redactor.text(d) for d in sub.deviations] if sub else [],
         error=redactor.text(error) if error else None, attempts=len(results),
         steps=sum(r.steps for r in results), usage=tracker.usage,
-        stop_reason=last.stop_reason, submitted=sub is not None)
+        stop_reason=last.stop_reason, submitted=sub is not None,
+        output=sub.output if sub else None)

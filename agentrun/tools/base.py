@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 # error_kind values a tool may report
 INVALID_ARGUMENTS = "invalid_arguments"  # bad/missing arguments: the model can correct itself
@@ -43,7 +46,8 @@ class AgentHooks(Protocol):
                        tools: list[str] | None, max_steps: int | None) -> dict[str, Any]: ...
 
     def submit_result(self, status: str, summary: str, criteria_met: list[str],
-                      deviations: list[str], error: str | None) -> dict[str, Any]: ...
+                      deviations: list[str], error: str | None,
+                      output: BaseModel | None) -> dict[str, Any]: ...
 
 
 @dataclass
