@@ -103,9 +103,9 @@ class SubmitResult(ArgsTool):
     def execute(self, ctx: ToolContext, args: SubmitResult.Args) -> ToolResult:
         if ctx.hooks is None:
             return _no_hooks(self.name)
+        output = getattr(args, "output", None)  # only when the task declares a result model
         value = ctx.hooks.submit_result(args.status, args.summary, list(args.criteria_met),
-                                        list(args.deviations), args.error,
-                                        getattr(args, "output", None))
+                                        list(args.deviations), args.error, output)
         return _hook_result(self.name, value)
 
 
