@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from agentrun.agent.budget import TokenTracker
 from agentrun.agent.conversation import tool_names_for
 from agentrun.agent.prompts import render
@@ -44,6 +46,7 @@ class AgentOutcome:
     usage: Usage
     stop_reason: str  # completed|max_steps|timeout|budget|circuit_breaker|error|interrupted
     submitted: bool
+    output: BaseModel | None = None  # the task's result model, validated
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -235,4 +238,5 @@ def _outcome(results: list[AttemptOutcome], redactor: Redactor) -> AgentOutcome:
         deviations=[redactor.text(d) for d in last.deviations],
         error=redactor.text(error) if error else None, attempts=len(results),
         steps=sum(r.steps for r in results), usage=usage,
-        stop_reason=last.stop_reason, submitted=last.submission is not None)
+        stop_reason=last.stop_reason, submitted=last.submission is not None,
+        output=last.submission.output if last.submission else None)

@@ -77,9 +77,6 @@ class Plan:
     def group_ids(self) -> list[str]:
         return [g for w in self.waves for g in w.groups]
 
-    def wave_of(self, group_id: str) -> Wave | None:
-        return next((w for w in self.waves if group_id in w.groups), None)
-
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["workers"] = self.workers

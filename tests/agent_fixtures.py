@@ -11,7 +11,7 @@ from agentrun.agent.definitions import load_agent
 from agentrun.agent.terminator import Limits
 from agentrun.agent.transcript import Transcript
 from agentrun.executors.base import AgentTask
-from agentrun.providers.base import Request, Turn
+from agentrun.providers.base import Message, Request, Turn
 from agentrun.providers.scripted import ScriptedProvider
 
 
@@ -65,9 +65,10 @@ def make_task(worktree: Path, text: str = "Do the task.", *, agent: str = "spec-
     interactive = overrides.pop("interactive", False)
     project_root = overrides.pop("project_root", None)
     group = overrides.pop("group", "")
+    output = overrides.pop("output", None)
     return AgentTask(agent=load_agent(agent, project_root), task=text, worktree=worktree,
                      limits=limits(**overrides), group=group, validation_command=validation,
-                     interactive=interactive, project_root=project_root)
+                     interactive=interactive, project_root=project_root, output=output)
 
 
 def events(transcript: Transcript, type: str | None = None) -> list[dict[str, Any]]:
@@ -82,3 +83,27 @@ def no_sleep(delays: list[float] | None = None):
         recorded.append(seconds)
 
     return sleep
+
+
+def pairing_problems(messages: list[Message]) -> list[str]:
+    """Every assistant tool call answered by exactly one tool message right after it, and no
+    tool message without its call. Returns the problems found (empty when valid)."""
+    problems: list[str] = []
+    pending: set[str] = set()
+    for i, msg in enumerate(messages):
+        if msg.role == "tool":
+            if msg.tool_call_id not in pending:
+                problems.append(f"message {i}: tool result {msg.tool_call_id!r} has no open call")
+            pending.discard(msg.tool_call_id or "")
+            continue
+        if pending:
+            problems.append(f"message {i}: calls {sorted(pending)} were never answered")
+            pending = set()
+        if msg.role == "assistant":
+            ids = [c.id for c in msg.tool_calls]
+            if len(set(ids)) != len(ids):
+                problems.append(f"message {i}: duplicate tool call ids {ids}")
+            pending = set(ids)
+    if pending:
+        problems.append(f"end: calls {sorted(pending)} were never answered")
+    return problems

@@ -26,7 +26,6 @@ def test_thresholds_and_recommendations(used, threshold, recommendation):
     assert tracker.threshold() == threshold
     assert tracker.recommendation() == recommendation
     assert tracker.status()["recommendation"] == recommendation
-    assert tracker.is_above(70) == (used >= 700)
     assert tracker.exhausted == (used >= 1000)
     assert tracker.remaining == max(0, 1000 - used)
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from agent_fixtures import pairing_problems
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentrun.agent.context import REMOVED_STUB, clean_context, pairing_problems
+from agentrun.agent.context import REMOVED_STUB, clean_context
 from agentrun.providers.base import Message, ToolCall
 
 

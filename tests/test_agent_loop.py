@@ -12,11 +12,11 @@ from agent_fixtures import (
     make_repo,
     make_task,
     no_sleep,
+    pairing_problems,
     submit,
     turn,
 )
 
-from agentrun.agent.context import pairing_problems
 from agentrun.agent.transcript import Transcript
 from agentrun.attempts import run_agent
 from agentrun.tools.base import INVALID_ARGUMENTS

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from datetime import datetime
 from pathlib import Path
@@ -72,10 +71,10 @@ def verdict(status: str = "APPROVED", **extra: Any) -> dict[str, Any]:
             "dimensions": {"clarity": "PASS"}, "comment": f"{status.lower()} comment", **extra}
 
 
-def submit(data: Any) -> dict[str, Any]:
-    summary = data if isinstance(data, str) else json.dumps(data)
+def submit(output: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": "submit_result", "arguments": {
-        "status": "complete", "summary": summary, "criteria_met": [], "deviations": []}}]}
+        "status": "complete", "summary": "Audit done.", "criteria_met": [], "deviations": [],
+        "output": output}}]}
 
 
 def read(path: str) -> dict[str, Any]:
@@ -142,38 +141,71 @@ def test_history_numbering_v1_then_v2_and_a_new_section(tmp_path):
     assert load_spec(spec_path(project, "SPEC-2")).status == "audited"
 
 
-def test_a_malformed_verdict_is_asked_for_again(tmp_path):
+def test_a_malformed_verdict_is_refused_and_corrected_in_the_same_conversation(tmp_path):
     project = make_project(tmp_path, {"SPEC-3": SPEC.format(id="SPEC-3")})
     result, provider = run(project, "SPEC-3", [
-        submit("Looks fine to me, approved."),
+        submit({"status": "LGTM", "critical_issues": "Say what a word is."}),
         submit(verdict()),
     ])
-    assert result.status == "APPROVED" and result.asks == 2
-    reask = provider.requests[1].messages[0].content
-    assert "could not be used" in reask and "no JSON object" in reask
-    assert "Looks fine to me, approved." in reask and "## The original audit task" in reask
+    assert result.status == "APPROVED" and result.asks == 1 and result.steps == 2
+    assert len(provider.requests) == 2
+    second = provider.requests[1].messages
+    assert second[0].content == provider.requests[0].messages[0].content  # same conversation
+    refusal = second[-1]
+    assert refusal.role == "tool" and refusal.is_error and refusal.name == "submit_result"
+    assert "- output.status: Input should be 'APPROVED'" in refusal.content
+    assert "output.critical_issues" not in refusal.content  # a string is read as one issue
 
 
-def test_a_verdict_stated_in_a_reply_before_submitting_is_found(tmp_path):
+def test_the_verdict_schema_is_what_the_auditor_is_shown(tmp_path):
     project = make_project(tmp_path, {"SPEC-3": SPEC.format(id="SPEC-3")})
-    result, _ = run(project, "SPEC-3", [
-        {"text": "```json\n" + json.dumps(verdict("NEEDS_REVISION", critical_issues=["y"]))
-                 + "\n```"},
-        submit("Audit finished."),
+    _result, provider = run(project, "SPEC-3", [submit(verdict())])
+    [tool] = [t for t in provider.requests[0].tools if t.name == "submit_result"]
+    assert "output" in tool.parameters["required"]
+    output = tool.parameters["properties"]["output"]
+    assert output["properties"]["status"]["enum"] == [
+        "APPROVED", "NEEDS_REVISION", "NEEDS_DECOMPOSITION"]
+
+
+def test_an_auditor_that_ends_without_a_verdict_is_asked_once_more(tmp_path):
+    project = make_project(tmp_path, {"SPEC-3": SPEC.format(id="SPEC-3")})
+    result, provider = run(project, "SPEC-3", [
+        {"text": "Looks fine to me."},
+        {"text": "Approved, as I said."},  # after the nudge to submit
+        submit(verdict("NEEDS_REVISION", critical_issues=["y"])),
     ])
-    assert result.status == "NEEDS_REVISION" and result.asks == 1
+    assert result.status == "NEEDS_REVISION" and result.asks == 2
+    assert result.steps == 3 and len(provider.requests) == 3
+    reask = provider.requests[2].messages
+    assert len(reask) == 1  # a fresh context
+    assert "could not be used" in reask[0].content
+    assert "ended without submitting its result (`output`)" in reask[0].content
+    assert "Approved, as I said." in reask[0].content
+    assert "## The original audit task" in reask[0].content
 
 
 def test_malformed_twice_fails_clearly_and_writes_nothing(tmp_path):
     original = SPEC.format(id="SPEC-4")
     project = make_project(tmp_path, {"SPEC-4": original})
-    result, provider = run(project, "SPEC-4", [submit('{"status": "LGTM"}'),
-                                               submit('{"status": "SHIP IT"}')])
+    result, provider = run(project, "SPEC-4", [submit({"status": "LGTM"}),
+                                               submit({"status": "SHIP IT"})])
     assert result.status == "ERROR" and result.exit_code == 1
-    assert "malformed" in result.error and "must be one of APPROVED" in result.error
+    assert "malformed" in result.error
+    assert "the last one was refused: output.status: Input should be 'APPROVED'" in result.error
+    assert 'got "SHIP_IT"' in result.error  # the last refusal is the one reported
     assert result.hint and not result.written
     assert spec_path(project, "SPEC-4").read_bytes() == original.encode()
-    assert len(provider.requests) == 2
+    # first conversation: two refusals, the end of the script, the nudge; then the re-ask
+    assert len(provider.requests) == 6 and len(provider.requests[4].messages) == 1
+
+
+def test_secrets_in_a_verdict_are_redacted_before_it_is_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXAMPLE_API_KEY", "s3cr3t-value-0123456789")
+    project = make_project(tmp_path, {"SPEC-1": SPEC.format(id="SPEC-1")})
+    result, _ = run(project, "SPEC-1", [submit(verdict(
+        "NEEDS_REVISION", critical_issues=["The key s3cr3t-value-0123456789 is in the spec"]))])
+    assert result.critical == ["The key [REDACTED] is in the spec"]
+    assert "s3cr3t" not in spec_path(project, "SPEC-1").read_text()
 
 
 def test_an_auditor_that_runs_out_of_steps_fails_clearly(tmp_path):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +41,8 @@ NO_MODEL = {"ANTHROPIC_API_KEY": "", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""
 def submit(status: str, **extra: Any) -> dict[str, Any]:
     verdict = {"status": status, "critical_issues": [], "recommendations": [], **extra}
     return {"tool_calls": [{"name": "submit_result", "arguments": {
-        "status": "complete", "summary": json.dumps(verdict), "criteria_met": [],
-        "deviations": []}}]}
+        "status": "complete", "summary": "Audited.", "criteria_met": [], "deviations": [],
+        "output": verdict}}]}
 
 
 def project(tmp_path: Path, specs: dict[str, str], script: dict[str, Any]) -> Path:

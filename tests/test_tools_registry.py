@@ -180,8 +180,10 @@ class FakeHooks:
     def spawn_subagent(self, agent, task, context, tools, max_steps) -> dict[str, Any]:
         return self._answer("spawn_subagent", agent, task, context, tools, max_steps)
 
-    def submit_result(self, status, summary, criteria_met, deviations, error) -> dict[str, Any]:
-        return self._answer("submit_result", status, summary, criteria_met, deviations, error)
+    def submit_result(self, status, summary, criteria_met, deviations, error,
+                      output) -> dict[str, Any]:
+        return self._answer("submit_result", status, summary, criteria_met, deviations, error,
+                            output)
 
 
 def toolset(tmp_path: Path, hooks: FakeHooks | None) -> Toolset:
@@ -222,7 +224,7 @@ def test_submit_result_passes_fields(tmp_path):
         "deviations": ["skipped G3"], "error": "ran out of time"})
     assert result.data == {"accepted": True} and json.loads(result.content) == {"accepted": True}
     assert hooks.calls == [("submit_result", ("partial", "did half", ["AC1"], ["skipped G3"],
-                                              "ran out of time"))]
+                                              "ran out of time", None))]
 
 
 @pytest.mark.parametrize("name,args", [

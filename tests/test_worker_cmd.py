@@ -94,7 +94,8 @@ PRELOADED = """
 import agentrun.preload
 from agentrun.agent.prompts import compile_template, render_worker_assignment
 from agentrun.resources import list_resources
-from agentrun.tools.registry import ALL_TOOLS, tool_specs
+from agentrun.tools.names import ALL_TOOLS
+from agentrun.tools.registry import tool_specs
 from agentrun.tools.tooldef import _parameters
 before = compile_template.cache_info()
 render_worker_assignment({"groups": [{"id": "G1"}]})

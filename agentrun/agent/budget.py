@@ -76,9 +76,6 @@ class TokenTracker:
         """The highest threshold reached (0 when below 50%)."""
         return _level(self.percent)[0]
 
-    def is_above(self, percent: float) -> bool:
-        return self.percent >= percent
-
     def recommendation(self) -> str:
         return _level(self.percent)[1]
 

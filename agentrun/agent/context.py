@@ -50,26 +50,3 @@ def clean_context(messages: list[Message], failed_call_ids: Iterable[str], summa
     out.append(Message(role="user", content=summary))
     return out
 
-
-def pairing_problems(messages: list[Message]) -> list[str]:
-    """Every assistant tool call answered by exactly one tool message right after it, and no
-    tool message without its call. Returns the problems found (empty when valid)."""
-    problems: list[str] = []
-    pending: set[str] = set()
-    for i, msg in enumerate(messages):
-        if msg.role == "tool":
-            if msg.tool_call_id not in pending:
-                problems.append(f"message {i}: tool result {msg.tool_call_id!r} has no open call")
-            pending.discard(msg.tool_call_id or "")
-            continue
-        if pending:
-            problems.append(f"message {i}: calls {sorted(pending)} were never answered")
-            pending = set()
-        if msg.role == "assistant":
-            ids = [c.id for c in msg.tool_calls]
-            if len(set(ids)) != len(ids):
-                problems.append(f"message {i}: duplicate tool call ids {ids}")
-            pending = set(ids)
-    if pending:
-        problems.append(f"end: calls {sorted(pending)} were never answered")
-    return problems

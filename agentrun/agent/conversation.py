@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+from pydantic import BaseModel
 
 from agentrun.agent.breakers import CircuitBreaker
 from agentrun.agent.budget import WARN_AT
@@ -27,38 +28,22 @@ from agentrun.agent.context import clean_context
 from agentrun.agent.definitions import AgentDefinition
 from agentrun.agent.modelcall import Stopped, call_model
 from agentrun.agent.prompts import render
+from agentrun.agent.results import AttemptResult
 from agentrun.agent.runtime import Runtime
-from agentrun.agent.subagent import ALWAYS_TOOLS, LoopHooks, Submission
+from agentrun.agent.subagent import ALWAYS_TOOLS, LoopHooks
 from agentrun.agent.transcript import truncate
 from agentrun.errors import Interrupted
 from agentrun.providers.base import Message, Request, ToolCall, Turn
 from agentrun.providers.errors import ProviderError
 from agentrun.tools.base import INVALID_ARGUMENTS, ToolContext, ToolResult
+from agentrun.tools.names import ALL_TOOLS
+from agentrun.tools.registry import Toolset
 
 WRITE_TOOLS = frozenset({"write_file", "edit_file", "run_command", "spawn_subagent"})
 
 
-@dataclass
-class AttemptResult:
-    """How one conversation ended."""
-
-    stop_reason: str
-    status: str
-    summary: str
-    error: str | None = None
-    submission: Submission | None = None
-    steps: int = 0
-    escalated: bool = False
-    last_thought: str = ""
-    last_action: str = ""
-    observation: str = ""
-    wrote: bool = False  # a write tool was called
-
-
 def tool_names_for(agent: AgentDefinition) -> list[str]:
     """A top-level agent's tools plus the two every agent has (sub-agents: `LoopHooks`)."""
-    from agentrun.tools.registry import ALL_TOOLS
-
     names = list(agent.tools) if agent.tools else list(ALL_TOOLS)
     return names + [t for t in ALWAYS_TOOLS if t not in names]
 
@@ -68,15 +53,16 @@ class Conversation:
 
     def __init__(self, rt: Runtime, agent: AgentDefinition, task_text: str,
                  tool_names: list[str], *, max_steps: int, depth: int = 0, attempt: int = 1,
-                 before_write: Callable[[], None] | None = None) -> None:
-        from agentrun.tools.registry import Toolset
-
+                 before_write: Callable[[], None] | None = None,
+                 output: type[BaseModel] | None = None) -> None:
         self.rt, self.agent, self.max_steps, self.depth = rt, agent, max_steps, depth
         self.where = {"agent": agent.name, "depth": depth, "attempt": attempt}
         self.before_write = before_write
+        self.output = output  # the result model the task declared: submit_result requires it
+        self.refused = ""  # why the last submit_result was refused
         self.hooks = LoopHooks(rt, agent, tool_names, depth, self._run_child)
         self.tools = Toolset(ToolContext(root=rt.worktree, policy=rt.policy, hooks=self.hooks,
-                                         sandbox=rt.sandbox), tool_names)
+                                         sandbox=rt.sandbox), tool_names, output=output)
         self.specs = self.tools.specs()
         self.messages: list[Message] = [Message(role="user", content=task_text)]
         limits = rt.limits
@@ -181,6 +167,8 @@ class Conversation:
             if result.is_error:
                 self.failed_ids.append(call.id)
                 error = first_line(result.content, 200, "(no output)")
+                if call.name == "submit_result":
+                    self.refused = "; ".join((result.data or {}).get("problems") or [error])
                 self.recent_errors.append({"tool": call.name, "error": error})
             else:
                 self.failed_ids, self.recent_errors, self.reflection = [], [], []
@@ -208,8 +196,11 @@ class Conversation:
             self.wrote = True
             if self.before_write is not None:
                 self.before_write()
+        arguments = self._within_deadline(call)
+        if call.name == "submit_result":  # a result ends up in result files and specs
+            arguments = self.rt.transcript.redactor.value(arguments)
         try:
-            result = self.tools.call(call.name, self._within_deadline(call))
+            result = self.tools.call(call.name, arguments)
         except Interrupted:
             self.rt.cancel.set()
             return _skipped("the run was interrupted")
@@ -315,9 +306,15 @@ class Conversation:
         return True
 
     def finish(self, turn: Turn) -> AttemptResult:
-        """The model ended its turn without tools: accepted as done, without a submission."""
+        """The model ended its turn without tools: accepted as done, without a submission,
+        unless the task declared a result model."""
         self.messages.append(turn.as_message())
         self.record("terminator", stop_reason="completed", how="end_turn")
+        if self.output is not None:  # the task needs its result model; a reply is not one
+            why = f"; the last one was refused: {self.refused}" if self.refused else ""
+            return self._result("completed", "failed", turn.text.strip(),
+                                error=f"ended without submitting its result (`output`) with "
+                                      f"submit_result{why}")
         return self._result("completed", "complete", turn.text.strip())
 
     def submitted(self) -> AttemptResult:

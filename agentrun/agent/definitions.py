@@ -13,6 +13,7 @@ import yaml
 
 from agentrun.errors import BadInput
 from agentrun.resources import find_resource, list_resources
+from agentrun.tools.names import resolve_tool_names
 from agentrun.yamlload import safe_load
 
 _KEYS = {"name", "description", "tools", "model", "max_steps"}
@@ -100,8 +101,6 @@ def _split_frontmatter(text: str, path: Path) -> tuple[dict[str, Any], str]:
 
 def _tools(value: Any, path: Path) -> list[str]:
     """Our tool names, in order; a missing `tools` key means every tool."""
-    from agentrun.tools.registry import resolve_tool_names
-
     if value is not None and not isinstance(value, str) and not (
             isinstance(value, list) and all(isinstance(i, str) for i in value)):
         raise BadInput(f"agent definition {path}: `tools` must be a list of tool names",

@@ -9,32 +9,22 @@ usage include them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pydantic import BaseModel
 
 from agentrun.agent.definitions import AgentDefinition, load_agent
 from agentrun.agent.prompts import render
+from agentrun.agent.results import AttemptResult, Submission
+from agentrun.agent.runtime import Runtime
 from agentrun.errors import BadInput
-
-if TYPE_CHECKING:
-    from agentrun.agent.conversation import AttemptResult
-    from agentrun.agent.runtime import Runtime
 
 SUBMIT_STATUSES = ("complete", "partial", "failed", "blocked")
 ALWAYS_TOOLS = ("submit_result", "check_token_budget")  # every agent can finish and budget
 MAX_DEPTH = 1
 
 # runs one conversation: (agent, task text, tool names, max steps, depth) -> result
-RunConversation = Callable[[AgentDefinition, str, list[str], int, int], "AttemptResult"]
-
-
-@dataclass
-class Submission:
-    status: str
-    summary: str
-    criteria_met: list[str]
-    deviations: list[str]
-    error: str | None
+RunConversation = Callable[[AgentDefinition, str, list[str], int, int], AttemptResult]
 
 
 class LoopHooks:
@@ -53,13 +43,14 @@ class LoopHooks:
         return self.rt.tracker.status()
 
     def submit_result(self, status: str, summary: str, criteria_met: list[str],
-                      deviations: list[str], error: str | None) -> dict[str, Any]:
+                      deviations: list[str], error: str | None,
+                      output: BaseModel | None = None) -> dict[str, Any]:
         if status not in SUBMIT_STATUSES:
             return {"accepted": False,
                     "error": f"status must be one of {', '.join(SUBMIT_STATUSES)}, "
                              f"got {status!r}"}
         self.submission = Submission(status, summary or "", list(criteria_met or []),
-                                     list(deviations or []), error or None)
+                                     list(deviations or []), error or None, output)
         return {"accepted": True, "status": status,
                 "note": "result recorded; the attempt ends after this turn"}
 

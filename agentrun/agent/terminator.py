@@ -22,9 +22,6 @@ if TYPE_CHECKING:
 
 RETRY_CONDITIONS = frozenset({"build_errors", "test_failures", "tool_errors", "max_steps"})
 
-STOP_REASONS = ("completed", "max_steps", "timeout", "budget", "circuit_breaker", "error",
-                "interrupted")
-
 
 @dataclass
 class Limits:

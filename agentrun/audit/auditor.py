@@ -2,9 +2,10 @@
 
 The auditor runs in a fresh context over the repository with read-only tools, is given the
 spec, PROJECT.md and what code already found (static findings, plan, measured estimates), and
-answers with a JSON verdict (agents/spec-auditor.md), normally as the summary of
-`submit_result`. The answer is validated; a malformed one is asked for once more, in another
-fresh context that is shown the reply and what is wrong with it.
+answers with its verdict as the `output` of `submit_result`: the task declares `Verdict` as
+its result model, so a malformed verdict is refused in the conversation, field by field, and
+the auditor corrects it there. An auditor that ends without a valid verdict is asked once
+more, in another fresh context that is shown its last reply and what went wrong.
 """
 
 from __future__ import annotations
@@ -14,26 +15,26 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from agentrun.agent.definitions import AgentDefinition, load_agent
+from agentrun.agent.prompts import render
+from agentrun.agent.terminator import Limits, limits_for
+from agentrun.attempts import AgentOutcome, run_agent
 from agentrun.audit.estimates import ContextEstimate, approx
 from agentrun.audit.static import StaticAudit
-from agentrun.audit.verdict import Verdict, VerdictError, parse_verdict
+from agentrun.audit.verdict import Verdict
 from agentrun.errors import EXIT_FAILED, AgentrunError, Interrupted
+from agentrun.executors.base import AgentTask
 from agentrun.plan import Finding
 from agentrun.project import Project
-from agentrun.providers.base import Provider, Request, Turn, Usage
+from agentrun.providers.base import Provider, Usage
 from agentrun.spec.model import Spec
-
-if TYPE_CHECKING:
-    from agentrun.agent.definitions import AgentDefinition
-    from agentrun.agent.terminator import Limits
-    from agentrun.attempts import AgentOutcome
 
 AUDITOR = "spec-auditor"
 READ_ONLY_TOOLS = ("read_file", "list_files", "search_files")
 DEFAULT_TOKEN_BUDGET = 200_000  # per auditor run; reading a repository costs more than a task
-MAX_REPLY_SHOWN = 6_000  # characters of a malformed reply sent back when re-asking
+MAX_REPLY_SHOWN = 6_000  # characters of the last reply sent back when re-asking
 
 
 class AuditorFailed(AgentrunError):
@@ -58,8 +59,6 @@ def finding_text(f: Finding) -> str:
 def auditor_agent(project_root: Path | None) -> AgentDefinition:
     """The auditor's definition with its tools cut down to read-only ones, whatever a
     project override lists: an audit never changes the repository."""
-    from agentrun.agent.definitions import load_agent
-
     agent = load_agent(AUDITOR, project_root)
     tools = [t for t in agent.tools if t in READ_ONLY_TOOLS] or list(READ_ONLY_TOOLS)
     return dataclasses.replace(agent, tools=tools)
@@ -74,8 +73,6 @@ def _fence(text: str) -> str:
 def audit_task(spec: Spec, project: Project, static: StaticAudit,
                estimate: ContextEstimate) -> str:
     """The auditor's task text (prompts/audit.md)."""
-    from agentrun.agent.prompts import render
-
     counts = {s: sum(1 for f in static.findings if f.severity == s)
               for s in ("critical", "warning", "info")}
     plan = static.plan
@@ -112,95 +109,44 @@ def audit_task(spec: Spec, project: Project, static: StaticAudit,
     }, project.root)
 
 
-class _Replies:
-    """The provider, keeping the text of every reply. The verdict is normally the summary of
-    `submit_result`, but a model may also state it as a plain reply before it submits, and
-    the loop's summary is then something else: the full replies let it be found either way."""
-
-    def __init__(self, provider: Provider) -> None:
-        self.provider = provider
-        self.name = getattr(provider, "name", "?")
-        self.model = getattr(provider, "model", "?")
-        self.texts: list[str] = []
-        self._lock = threading.Lock()
-
-    def complete(self, request: Request) -> Turn:
-        turn = self.provider.complete(request)
-        with self._lock:
-            self.texts.append(turn.text)
-        return turn
-
-
-def find_verdict(candidates: list[str]) -> Verdict:
-    """The first candidate text that holds a valid verdict. Otherwise VerdictError, with the
-    most telling problem: a verdict that is there but invalid beats "no JSON at all"."""
-    errors: list[VerdictError] = []
-    for text in candidates:
-        if not text or not text.strip():
-            continue
-        try:
-            return parse_verdict(text)
-        except VerdictError as exc:
-            errors.append(exc)
-    telling = [e for e in errors if "no JSON object" not in str(e)]
-    if telling:
-        raise telling[0]
-    raise errors[0] if errors else VerdictError("the reply is empty")
-
-
 def ask_auditor(spec: Spec, project: Project, provider: Provider, static: StaticAudit,
                 estimate: ContextEstimate, *, limits: dict[str, Any] | None = None,
                 cancel: threading.Event | None = None) -> AuditorAnswer:
-    """Run the auditor in a fresh context; re-ask once (another fresh context, shown its
-    reply and what is wrong with it) if the verdict is malformed. Raises AuditorFailed when
-    there is still no valid verdict, or when the auditor stops early."""
-    from agentrun.agent.prompts import render
-    from agentrun.agent.terminator import limits_for
-
+    """Run the auditor in a fresh context; re-ask once (another fresh context, shown its last
+    reply and what went wrong) if it ended without a valid verdict. Raises AuditorFailed when
+    there is still none, or when the auditor stops early."""
     agent = auditor_agent(project.root)
     run_limits = limits_for(spec.complexity, agent, {"retry_on_failure": False,
                                                      "token_budget": DEFAULT_TOKEN_BUDGET,
                                                      **(limits or {})})
     cancel = cancel if cancel is not None else threading.Event()
     task = audit_task(spec, project, static, estimate)
-    outcome, replies = _run(agent, task, spec, project, provider, run_limits, cancel)
-    usage, steps = outcome.usage, outcome.steps
-    try:
-        return AuditorAnswer(find_verdict([outcome.summary, *reversed(replies)]), usage,
-                             steps, 1)
-    except VerdictError as first:
-        reply = outcome.summary if outcome.submitted or not replies else replies[-1]
-        if len(reply) > MAX_REPLY_SHOWN:
-            reply = reply[:MAX_REPLY_SHOWN] + "\n[... cut ...]"
-        reask = render("audit_reask", {"error": str(first), "reply": reply,
-                                       "fence": _fence(reply), "original_task": task},
-                       project.root)
-        again, replies = _run(agent, reask, spec, project, provider, run_limits, cancel)
-        usage, steps = usage + again.usage, steps + again.steps
-        try:
-            return AuditorAnswer(find_verdict([again.summary, *reversed(replies)]), usage,
-                                 steps, 2)
-        except VerdictError as second:
-            raise AuditorFailed(
-                f"{spec.id}: the auditor's verdict was malformed, and again after it was "
-                f"asked to correct it ({first}; then: {second})",
-                hint="run the audit again, or use a stronger model (--model); "
-                     "`agentrun audit --static` runs the checks that need no model") from None
+    outcome = _run(agent, task, spec, project, provider, run_limits, cancel)
+    if isinstance(outcome.output, Verdict):
+        return AuditorAnswer(outcome.output, outcome.usage, outcome.steps, 1)
+    first = outcome.error or "no verdict was submitted"
+    reply = outcome.summary
+    if len(reply) > MAX_REPLY_SHOWN:
+        reply = reply[:MAX_REPLY_SHOWN] + "\n[... cut ...]"
+    reask = render("audit_reask", {"error": first, "reply": reply, "fence": _fence(reply),
+                                   "original_task": task}, project.root)
+    again = _run(agent, reask, spec, project, provider, run_limits, cancel)
+    usage, steps = outcome.usage + again.usage, outcome.steps + again.steps
+    if isinstance(again.output, Verdict):
+        return AuditorAnswer(again.output, usage, steps, 2)
+    raise AuditorFailed(
+        f"{spec.id}: the auditor's verdict was missing or malformed, and again after it was "
+        f"asked for once more ({first}; then: {again.error or 'no verdict was submitted'})",
+        hint="run the audit again, or use a stronger model (--model); "
+             "`agentrun audit --static` runs the checks that need no model")
 
 
 def _run(agent: AgentDefinition, task: str, spec: Spec, project: Project, provider: Provider,
-         limits: Limits, cancel: threading.Event) -> tuple[AgentOutcome, list[str]]:
-    """One fresh auditor conversation: (outcome, the text of each reply)."""
-    from agentrun.agent.transcript import Redactor, secret_values
-    from agentrun.attempts import run_agent
-    from agentrun.executors.base import AgentTask
-
-    replies = _Replies(provider)
+         limits: Limits, cancel: threading.Event) -> AgentOutcome:
+    """One fresh auditor conversation, whose result model is the verdict."""
     outcome = run_agent(AgentTask(agent=agent, task=task, worktree=project.root, limits=limits,
-                                  group=spec.id, project_root=project.root),
-                        replies, cancel=cancel)
-    redactor = Redactor(secret_values())  # the verdict ends up in the spec: no secrets
-    texts = [redactor.text(t) for t in replies.texts]
+                                  group=spec.id, project_root=project.root, output=Verdict),
+                        provider, cancel=cancel)
     if outcome.stop_reason == "interrupted":
         raise Interrupted(f"the audit of {spec.id} was interrupted",
                           hint="nothing was written; audit again")
@@ -209,4 +155,4 @@ def _run(agent: AgentDefinition, task: str, spec: Spec, project: Project, provid
                             f"a verdict: {outcome.error or outcome.summary}",
                             hint="raise --max-steps or --token-budget, or check the model "
                                  "settings; `agentrun audit --static` needs no model")
-    return outcome, texts
+    return outcome

@@ -1,13 +1,14 @@
-"""The auditor's verdict: the JSON object its final message carries, and how to read it.
+"""The auditor's verdict: the result model its `submit_result` must carry.
 
-The model's answer is data to check, not a fact: `parse_verdict` finds the one JSON object in
-the reply (bare or in a ```json fence), validates it, and raises `VerdictError` with a message
-short enough to send back to the model when something is wrong.
+The model's answer is data to check, not a fact. The verdict is the auditor task's output
+model: its JSON schema is what the auditor is shown, and what it submits is validated against
+it in the conversation (a refusal names the field to fix). The validators are lenient about
+spellings models use (`verdict` for `status`, issues as objects, `Group 2` for `G2`) and strict
+about meaning (a known status, no critical issue in an approval, well-formed group ids).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Literal
 
@@ -16,7 +17,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
@@ -24,13 +24,6 @@ from pydantic import (
 from agentrun.spec.refs import is_none, parse_group_cell
 
 Status = Literal["APPROVED", "NEEDS_REVISION", "NEEDS_DECOMPOSITION"]
-STATUSES: tuple[str, ...] = ("APPROVED", "NEEDS_REVISION", "NEEDS_DECOMPOSITION")
-
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n(.*?)\r?\n[ \t]*```", re.S)
-
-
-class VerdictError(ValueError):
-    """The reply holds no usable verdict; the message says what is wrong, for a re-ask."""
 
 
 def _text_items(value: Any) -> Any:
@@ -68,13 +61,15 @@ class ProposedGroup(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    id: str
-    title: str = ""
-    tasks: list[str] = Field(min_length=1)
-    dependencies: list[str] = Field(default_factory=list,
-                                    validation_alias=AliasChoices("dependencies", "depends_on",
-                                                                  "deps"))
-    files: list[str] = Field(default_factory=list)
+    id: str = Field(description="G1, G2, ...")
+    title: str = Field("", description="A short title.")
+    tasks: list[str] = Field(min_length=1, description=(
+        "Concrete tasks; name files in backticks."))
+    dependencies: list[str] = Field(
+        default_factory=list, validation_alias=AliasChoices("dependencies", "depends_on", "deps"),
+        description="The groups whose output this one needs. No waves: they are computed.")
+    files: list[str] = Field(default_factory=list,
+                             description="The files the group creates or modifies.")
 
     @field_validator("id", mode="before")
     @classmethod
@@ -127,19 +122,26 @@ class ProposedGroup(BaseModel):
 
 
 class Verdict(BaseModel):
-    """What the auditor returns (see agents/spec-auditor.md for the schema it is shown)."""
+    """The auditor's verdict on the spec."""
 
     model_config = ConfigDict(extra="ignore")
 
-    status: Status = Field(validation_alias=AliasChoices("status", "verdict"))
+    status: Status = Field(validation_alias=AliasChoices("status", "verdict"), description=(
+        "APPROVED when nothing blocks execution; NEEDS_REVISION when something must be fixed "
+        "first; NEEDS_DECOMPOSITION when the spec is too large for its workers."))
     critical_issues: list[str] = Field(
-        default_factory=list, validation_alias=AliasChoices("critical_issues", "critical"))
-    recommendations: list[str] = Field(default_factory=list)
-    dimensions: dict[str, str] = Field(default_factory=dict)
-    comment: str = ""
+        default_factory=list, validation_alias=AliasChoices("critical_issues", "critical"),
+        description="What blocks execution, each with how to fix it; empty when APPROVED.")
+    recommendations: list[str] = Field(default_factory=list,
+                                       description="Improvements that do not block execution.")
+    dimensions: dict[str, str] = Field(default_factory=dict, description=(
+        'Each dimension judged: "PASS", "CONCERN" or "FAIL", optionally followed by " — " '
+        "and a reason."))
+    comment: str = Field("", description="One or two sentences on the overall state.")
     task_groups: list[ProposedGroup] = Field(
         default_factory=list,
-        validation_alias=AliasChoices("task_groups", "proposed_groups", "groups"))
+        validation_alias=AliasChoices("task_groups", "proposed_groups", "groups"),
+        description="Proposed task groups, only when the spec has none or they must change.")
 
     @field_validator("status", mode="before")
     @classmethod
@@ -187,52 +189,4 @@ class Verdict(BaseModel):
         if dupes:
             raise ValueError(f"task_groups defines {', '.join(dupes)} more than once")
         return self
-
-
-def extract_json(text: str) -> Any:
-    """The JSON object of a reply: a ```json fence (the last one that parses), else the first
-    `{...}` that parses. Raises VerdictError when there is none."""
-    for block in reversed(_FENCE.findall(text)):
-        try:
-            return json.loads(block)
-        except json.JSONDecodeError:
-            continue
-    decoder = json.JSONDecoder()
-    first_error: json.JSONDecodeError | None = None
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError as exc:
-            first_error = first_error or exc
-            continue
-        if isinstance(value, dict):
-            return value
-    if first_error is not None:
-        raise VerdictError(f"the reply's JSON does not parse: {first_error.msg} at line "
-                           f"{first_error.lineno} column {first_error.colno}")
-    raise VerdictError("the reply holds no JSON object")
-
-
-def parse_verdict(text: str) -> Verdict:
-    """Validate the verdict in `text`; VerdictError names every problem found."""
-    if not text or not text.strip():
-        raise VerdictError("the reply is empty")
-    data = extract_json(text)
-    if not isinstance(data, dict):
-        raise VerdictError("the verdict must be one JSON object")
-    try:
-        return Verdict.model_validate(data)
-    except ValidationError as exc:
-        raise VerdictError(_describe(exc)) from None
-
-
-def _describe(exc: ValidationError) -> str:
-    problems = []
-    for err in exc.errors()[:8]:
-        where = ".".join(str(p) for p in err["loc"]) or "verdict"
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "literal_error" and err["loc"][:1] == ("status",):
-            msg = f"must be one of {', '.join(STATUSES)}"
-        problems.append(f"{where}: {msg}")
-    return "invalid verdict: " + "; ".join(problems)
 

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from pydantic import BaseModel
+
 from agentrun.agent.budget import TokenTracker
 from agentrun.agent.definitions import AgentDefinition
+from agentrun.agent.results import Submission
 from agentrun.agent.snapshots import Snapshot
-from agentrun.agent.subagent import Submission
 from agentrun.agent.terminator import Limits
 from agentrun.agent.transcript import Transcript
 from agentrun.providers.base import Usage
@@ -42,6 +44,7 @@ class AgentTask:
     # the worktree's state when the caller knows it (a fresh checkout): the first attempt's
     # snapshot then reads no file
     start: Snapshot | None = None
+    output: type[BaseModel] | None = None  # the result model submit_result must carry
 
 
 @dataclass

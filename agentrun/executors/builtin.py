@@ -47,7 +47,7 @@ class BuiltinExecutor:
         before = budget.tokens.usage
         result = Conversation(rt, task.agent, attempt.text, attempt.tools,
                               max_steps=limits.max_steps, depth=0, attempt=attempt.number,
-                              before_write=attempt.before_write).run()
+                              before_write=attempt.before_write, output=task.output).run()
         return AttemptOutcome(
             stop_reason=result.stop_reason, status=result.status, summary=result.summary,
             error=result.error, submission=result.submission, steps=result.steps,

@@ -18,9 +18,22 @@ from agentrun.providers.errors import NotConfigured
 
 if TYPE_CHECKING:
     from agentrun.providers.base import Provider
-    from agentrun.providers.registry import ProviderConfig
 
-Factory = Callable[["ProviderConfig", Mapping[str, str], "Path | str | None"], "Provider"]
+
+@dataclass
+class ProviderConfig:
+    """The provider settings a run resolved (registry.py), and where they came from."""
+
+    provider: str
+    model: str
+    base_url: str | None
+    max_retries: int
+    timeout_s: float
+    source: str  # where provider and model came from, for display
+    script: str | None = None  # scripted provider only
+
+
+Factory = Callable[[ProviderConfig, Mapping[str, str], "Path | str | None"], "Provider"]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 from agentrun.config import ProjectConfig, parse_config
 from agentrun.errors import BadInput
 from agentrun.providers.base import Provider
-from agentrun.providers.catalog import CATALOG, provider_names, provider_spec
+from agentrun.providers.catalog import CATALOG, ProviderConfig, provider_names, provider_spec
 from agentrun.providers.errors import NotConfigured
 
 DEFAULT_MODELS = {spec.name: spec.default_model for spec in CATALOG.values()}
@@ -34,17 +34,6 @@ NOTHING_CONFIGURED_HINT = (
     "such as Ollama); optionally choose with AGENTRUN_PROVIDER/AGENTRUN_MODEL or `provider:`/"
     "`model:` in .specflow/config.yaml. To run offline: --provider scripted --script FILE."
 )
-
-
-@dataclass
-class ProviderConfig:
-    provider: str
-    model: str
-    base_url: str | None
-    max_retries: int
-    timeout_s: float
-    source: str  # where provider and model came from, for display
-    script: str | None = None  # scripted provider only
 
 
 def implied_provider(model: str | None) -> str | None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
-    "ALL_TOOLS": "agentrun.tools.registry",
+    "ALL_TOOLS": "agentrun.tools.names",
     "Toolset": "agentrun.tools.registry",
     "tool_specs": "agentrun.tools.registry",
-    "resolve_tool_names": "agentrun.tools.registry",
+    "resolve_tool_names": "agentrun.tools.names",
     "PathDenied": "agentrun.tools.policy",
     "resolve_path": "agentrun.tools.policy",
     "check_command": "agentrun.tools.policy",

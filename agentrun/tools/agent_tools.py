@@ -2,18 +2,27 @@
 
 They are thin on purpose: validate the arguments, call the agent loop's hooks
 (`ctx.hooks`), and return the hook's dict as JSON. The behaviour lives in the loop.
+
+A task may declare the structured result it needs (a pydantic model): its `submit_result`
+then takes a required `output` argument whose schema is that model's, so an invalid result is
+refused like any invalid argument, field by field, and the model can correct it.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field, create_model
 
 from agentrun.errors import BadInput
 from agentrun.tools.base import INVALID_ARGUMENTS, TOOL_ERROR, ToolContext, ToolResult
+from agentrun.tools.names import resolve_tool_names
 from agentrun.tools.tooldef import ArgsTool, ToolArgs
+
+OUTPUT_HELP = ("The result your task asks for, as one JSON object matching this schema. An "
+               "invalid one is refused with the fields to fix.")
 
 
 def _hook_result(tool: str, value: Any) -> ToolResult:
@@ -48,8 +57,6 @@ class SpawnSubagent(ArgsTool):
             return _no_hooks(self.name)
         tools = args.tools
         if tools is not None:
-            from agentrun.tools.registry import resolve_tool_names  # registry imports us
-
             try:
                 tools = resolve_tool_names(tools)
             except BadInput as exc:
@@ -89,9 +96,22 @@ class SubmitResult(ArgsTool):
         deviations: list[str] = Field(description="Deviations from the spec, with reasons.")
         error: str | None = Field(None, description="What went wrong (failed/blocked only).")
 
+    def __init__(self, output: type[BaseModel] | None = None) -> None:
+        if output is not None:
+            self.Args = _args_with_output(output)
+
     def execute(self, ctx: ToolContext, args: SubmitResult.Args) -> ToolResult:
         if ctx.hooks is None:
             return _no_hooks(self.name)
+        output = getattr(args, "output", None)  # only when the task declares a result model
         value = ctx.hooks.submit_result(args.status, args.summary, list(args.criteria_met),
-                                        list(args.deviations), args.error)
+                                        list(args.deviations), args.error, output)
         return _hook_result(self.name, value)
+
+
+@functools.cache
+def _args_with_output(output: type[BaseModel]) -> type[ToolArgs]:
+    """`submit_result`'s arguments plus a required `output` of the task's model (one class per
+    model, so its schema is generated once)."""
+    return create_model(f"SubmitResultArgs{output.__name__}", __base__=SubmitResult.Args,
+                        output=(output, Field(description=OUTPUT_HELP)))

@@ -1,4 +1,5 @@
-"""The tool seam: what a tool is, what it returns, and the hooks the agent loop provides.
+"""The tool seam: what a tool returns, and the hooks the agent loop provides (a tool itself is
+`tooldef.ArgsTool`).
 
 A tool never raises into the loop: every failure comes back as a `ToolResult` with
 `is_error=True` and an `error_kind` the loop's error classifier can act on.
@@ -8,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from agentrun.providers.base import ToolSpec
 from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.local import LocalSandbox
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 # error_kind values a tool may report
 INVALID_ARGUMENTS = "invalid_arguments"  # bad/missing arguments: the model can correct itself
@@ -46,7 +49,8 @@ class AgentHooks(Protocol):
                        tools: list[str] | None, max_steps: int | None) -> dict[str, Any]: ...
 
     def submit_result(self, status: str, summary: str, criteria_met: list[str],
-                      deviations: list[str], error: str | None) -> dict[str, Any]: ...
+                      deviations: list[str], error: str | None,
+                      output: BaseModel | None) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -70,10 +74,3 @@ class ToolContext:
     hooks: AgentHooks | None = None
     sandbox: Sandbox = field(default_factory=LocalSandbox)
 
-
-class Tool(Protocol):
-    name: str
-
-    def spec(self) -> ToolSpec: ...
-
-    def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult: ...

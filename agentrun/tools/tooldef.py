@@ -36,10 +36,14 @@ def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """Strip pydantic's noise from a JSON schema so every provider accepts it as is.
 
     Removes `title`s and `default: null`, collapses `X | None` (an optional argument needs no
-    null branch), and guarantees `type: object`, `properties`, `required` and
-    `additionalProperties: false` at the top.
+    null branch), inlines `$defs` (not every provider resolves references), and guarantees
+    `type: object`, `properties`, `required` and `additionalProperties: false` at the top.
     """
     cleaned = _clean_node(schema)
+    defs = cleaned.pop("$defs", {})
+    cleaned = _inline_refs(cleaned, defs, ())
+    if _has_ref(cleaned):  # a recursive model: its references stay, and their targets
+        cleaned["$defs"] = defs
     rest = {k: v for k, v in cleaned.items()
             if k not in ("type", "properties", "required", "additionalProperties")}
     return {"type": "object", "properties": cleaned.get("properties", {}),
@@ -71,15 +75,35 @@ def _clean_node(node: Any) -> Any:
     return out
 
 
+def _inline_refs(node: Any, defs: dict[str, Any], seen: tuple[str, ...]) -> Any:
+    """`{"$ref": "#/$defs/X", ...}` replaced by X's schema (the other keys win)."""
+    if isinstance(node, list):
+        return [_inline_refs(item, defs, seen) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    name = ref.removeprefix("#/$defs/") if isinstance(ref, str) else None
+    if name in defs and name not in seen:
+        rest = {k: _inline_refs(v, defs, seen) for k, v in node.items() if k != "$ref"}
+        return {**_inline_refs(defs[name], defs, (*seen, name)), **rest}
+    return {k: _inline_refs(v, defs, seen) for k, v in node.items()}
+
+
+def _has_ref(node: Any) -> bool:
+    if isinstance(node, list):
+        return any(_has_ref(item) for item in node)
+    return isinstance(node, dict) and ("$ref" in node or any(_has_ref(v) for v in node.values()))
+
+
 def signature(name: str, args: type[BaseModel]) -> str:
     """`read_file(path, offset?, limit?)`: how the tool is called, for error messages."""
     params = [f if info.is_required() else f"{f}?" for f, info in args.model_fields.items()]
     return f"{name}({', '.join(params)})"
 
 
-def describe_validation_error(name: str, args: type[BaseModel], exc: ValidationError) -> str:
-    """One readable line per bad field, then the expected call shape."""
-    lines = [f"invalid arguments for {name}:"]
+def field_problems(exc: ValidationError) -> list[str]:
+    """One readable `field: problem` line per bad field (nested ones as `output.items.0.size`)."""
+    problems = []
     for err in exc.errors(include_url=False):
         field = ".".join(str(part) for part in err.get("loc", ())) or "(arguments)"
         kind = err.get("type", "")
@@ -91,9 +115,16 @@ def describe_validation_error(name: str, args: type[BaseModel], exc: ValidationE
             shown = json.dumps(err.get("input"), default=str, ensure_ascii=False)
             if len(shown) > 80:
                 shown = shown[:77] + "..."
-            detail = f"{err.get('msg', 'invalid')} (got {shown})"
-        lines.append(f"- {field}: {detail}")
-    lines.append(f"expected: {signature(name, args)}")
+            msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+            detail = f"{msg} (got {shown})"
+        problems.append(f"{field}: {detail}")
+    return problems
+
+
+def describe_validation_error(name: str, args: type[BaseModel], exc: ValidationError) -> str:
+    """One readable line per bad field, then the expected call shape."""
+    lines = [f"invalid arguments for {name}:", *(f"- {p}" for p in field_problems(exc)),
+             f"expected: {signature(name, args)}"]
     return "\n".join(lines)
 
 
@@ -108,7 +139,7 @@ class ArgsTool:
 
     name: ClassVar[str]
     description: ClassVar[str]
-    Args: ClassVar[type[ToolArgs]]
+    Args: type[ToolArgs]  # a class attribute; an instance may narrow it (see SubmitResult)
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description,
@@ -126,7 +157,8 @@ class ArgsTool:
             args = self.Args.model_validate(arguments)
         except ValidationError as exc:
             return ToolResult.error(INVALID_ARGUMENTS,
-                                    describe_validation_error(self.name, self.Args, exc))
+                                    describe_validation_error(self.name, self.Args, exc),
+                                    problems=field_problems(exc))
         try:
             return self.execute(ctx, args)
         except Interrupted:
