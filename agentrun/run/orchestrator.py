@@ -176,7 +176,7 @@ class Orchestrator:
             max_parallel=self.options.max_parallel, cancel=self.cancel,
             verify=self.verifier.check, not_started=self._not_started,
             on_result=landing.land_ready if self.land_while_running else lambda _: None)
-        landing.finish(results)
+        landing.finish(results)  # the merged wave: where a check of the whole wave belongs
         state.waves[wave.number - 1].status = "done"
         self.record.save()
         ran = [g for b in triage.todo for g in b.ids]
