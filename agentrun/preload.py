@@ -1,6 +1,6 @@
 """What the worker pool's server does once, so that no worker does it again.
 
-`agentrun.pool` starts workers from a forkserver; this module is imported there before the
+`agentrun.run.pool` starts workers from a forkserver; this module is imported there before the
 first worker is forked. Importing the worker code, generating the tools' argument schemas and
 compiling the packaged prompt templates would otherwise cost every worker process tens of
 milliseconds of CPU, and on a small machine the workers of a wave compete for it.

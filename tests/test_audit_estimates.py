@@ -143,10 +143,11 @@ def test_thresholds_flags_over_config_over_defaults():
 
 
 def test_shared_sections_are_what_a_worker_assignment_carries(project):
-    from agentrun.orchestrator import RunOptions, make_assignment
     from agentrun.plan import build_plan
     from agentrun.project import Project
     from agentrun.protocol import ProviderSettings
+    from agentrun.run.assignment import make_assignment
+    from agentrun.run.options import RunOptions
 
     spec, est = measure(project)
     options = RunOptions(ProviderSettings(provider="", model=""))

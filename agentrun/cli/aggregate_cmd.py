@@ -49,14 +49,14 @@ def aggregate(
     several waves, or a wave whose previous wave is not aggregated · 3 could not start
     (detached HEAD, dirty tree, lock held) · 130 interrupted.
     """
-    from agentrun.aggregate import aggregate as run_aggregate
     from agentrun.cli.ci_report import event_stream, publish_reports
     from agentrun.cli.common import load
     from agentrun.cli.live import PlainProgress
     from agentrun.cli.run_cmd import report_run
-    from agentrun.orchestrator import RunOptions
     from agentrun.plan import build_plan
     from agentrun.protocol import ProviderSettings
+    from agentrun.run.ci import aggregate as run_aggregate
+    from agentrun.run.options import RunOptions
 
     out = output(json_out)
     if on_failure not in (None, "continue", "abort"):
@@ -80,10 +80,10 @@ def aggregate(
     if out.mode == "json":
         out.json({"ok": code == 0, **state.to_dict(), "wave": done.wave.label,
                   "next_wave": done.next_wave.label if done.next_wave else None,
-                  "run_dir": str(done.aggregator.run_dir),
-                  "state_file": str(done.aggregator.state_file)})
+                  "run_dir": str(done.orchestrator.run_dir),
+                  "state_file": str(done.orchestrator.state_file)})
     else:
-        report_run(out, state, done.aggregator)
+        report_run(out, state, done.orchestrator)
         if done.next_wave is not None:
             out.stdout.print(f"Wave {done.wave.label} aggregated; next: push this branch, run "
                              f"wave {done.next_wave.label}'s jobs on it, then aggregate their "

@@ -36,8 +36,8 @@ def plan(
     if matrix:
         import json
 
-        from agentrun.aggregate import ci_matrix
         from agentrun.cli.common import relpath
+        from agentrun.run.ci import ci_matrix
 
         # one line, so that `echo "matrix=$(agentrun plan SPEC --matrix)" >> $GITHUB_OUTPUT`
         # works as it is

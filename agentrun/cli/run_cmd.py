@@ -93,8 +93,9 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     from agentrun.cli.common import load
     from agentrun.cli.live import progress_for
     from agentrun.cli.render import plan_summary
-    from agentrun.orchestrator import Orchestrator, RunOptions
     from agentrun.plan import build_plan
+    from agentrun.run.options import RunOptions
+    from agentrun.run.orchestrator import Orchestrator
 
     if opts["mode"] not in (None, "single", "orchestrated"):
         raise BadInput(f"invalid --mode {opts['mode']!r}", hint="use single or orchestrated")
@@ -113,7 +114,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         warnings.append(note + "; run `agentrun audit` first")
     cfg = _provider_config(project, plan, opts)
     if not opts["dry_run"] and not opts["sequential"]:
-        from agentrun import pool
+        from agentrun.run import pool
 
         pool.warm_up(cfg.provider)
     settings, limits = worker_settings(config, cfg, opts)
@@ -155,7 +156,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         try:
             state = orchestrator.run()
         finally:
-            from agentrun import pool
+            from agentrun.run import pool
 
             pool.shut_down()
     report_run(out, state, orchestrator)

@@ -107,17 +107,17 @@ def _local(assignment: Path, out, cancel) -> int:
 def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: dict[str, Any],
         out, cancel) -> int:
     from agentrun import workspace
-    from agentrun.aggregate import (
+    from agentrun.cli.common import load
+    from agentrun.fsutil import atomic_write_json
+    from agentrun.plan import build_plan
+    from agentrun.protocol import Status, WorkerResult
+    from agentrun.run.ci import (
         ci_branch,
         describe_batches,
         find_batch,
         previous_waves_problem,
         read_state_at,
     )
-    from agentrun.cli.common import load
-    from agentrun.fsutil import atomic_write_json
-    from agentrun.plan import build_plan
-    from agentrun.protocol import Status, WorkerResult
 
     project, spec = load(spec_arg)
     plan = build_plan(spec, mode=opts["mode"], max_workers=opts["max_workers"])
@@ -181,7 +181,8 @@ def _run(project, spec, plan, batch_id, ids, root, branch, base, spec_rel, run_i
          opts, extras, cancel):
     from agentrun import workspace
     from agentrun.cli.run_cmd import _provider_config, worker_settings
-    from agentrun.orchestrator import RunOptions, make_assignment
+    from agentrun.run.assignment import make_assignment
+    from agentrun.run.options import RunOptions
     from agentrun.worker import run_assignment
 
     config = project.config

@@ -4,7 +4,8 @@ Workers are separate OS processes started from a multiprocessing forkserver whos
 already imported the worker code and the provider's SDK, so each worker after the first starts
 in milliseconds instead of paying the SDK import again. Each worker makes itself a process-group
 leader, so stopping it also stops every command it started. If processes cannot be started at
-all, the pool says so and the orchestrator runs the batches in-process, one after another.
+all, the pool says so and `backends.ProcessBackend` runs the batches in-process, one after
+another.
 """
 
 from __future__ import annotations

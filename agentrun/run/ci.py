@@ -3,48 +3,41 @@
 A CI system (GitHub Actions matrix jobs, GitLab parallel jobs) is the distributed engine: one
 job per worker batch runs `agentrun worker --spec ... --groups ...` in its own clone, commits on
 `agentrun/<spec>/<batch>` and pushes that branch; one job per wave then runs `agentrun aggregate`,
-which verifies every result against the fetched branches and merges them with the very code a
-local `agentrun run` uses (`Orchestrator._run_wave`: verification, merge order, failure rules,
-reporting). The execution state committed by each aggregate is what the next wave's jobs and
-aggregate continue from, so a later wave can only run once the previous one is aggregated.
+which verifies every result against the fetched branches and merges them with the very parts a
+local `agentrun run` uses (`Orchestrator.run_wave` with a `CIResultsBackend`: verification,
+merge order, failure rules, reporting). The execution state committed by each aggregate is what
+the next wave's jobs and aggregate continue from, so a later wave can only run once the previous
+one is aggregated.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentrun import workspace
 from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
-from agentrun.fsutil import atomic_write_json, relpath
-from agentrun.orchestrator import (
-    ABORTED_REASON,
-    Event,
-    Orchestrator,
-    RunOptions,
-    _ref_safe,
-    now_text,
-)
 from agentrun.plan import Batch, Plan, Wave
 from agentrun.project import Project
-from agentrun.protocol import Status, WorkerResult
-from agentrun.report.execution_state import RunState, load_state
+from agentrun.protocol import RunStatus, Status, WorkerResult
+from agentrun.report.execution_state import RunState, load_state, save_state, state_path
+from agentrun.run import scheduler
+from agentrun.run.assignment import ci_branch
+from agentrun.run.backends import CIResultsBackend
+from agentrun.run.options import RunOptions
+from agentrun.run.orchestrator import Orchestrator
+from agentrun.run.record import EventSink, new_run_id, now_text
 from agentrun.spec.model import Spec
 
 RESULT_HINT = ("pass the result JSON files the wave's `agentrun worker --spec ... --out FILE` "
                "jobs wrote (e.g. downloaded artifacts)")
+WAVE_DONE, WAVE_SKIPPED = "done", "skipped"  # WaveState.status of an aggregated wave
 
 
 # --- naming and the matrix -------------------------------------------------------------------
-
-def ci_branch(spec_id: str, batch_id: str) -> str:
-    """The branch a CI worker commits on: `agentrun/<spec>/<batch>` (no run id: jobs of one
-    workflow run must agree on it without talking to each other)."""
-    return f"agentrun/{_ref_safe(spec_id)}/{_ref_safe(batch_id)}"
-
 
 def find_batch(plan: Plan, value: str) -> tuple[Wave, Batch] | None:
     """The plan's batch named by `value`: a batch id (`G2_G3`, `single`) or its groups in any
@@ -85,7 +78,7 @@ def ci_matrix(spec: Spec, plan: Plan, spec_path: str) -> dict[str, Any]:
 def landed_refs(state: RunState, gid: str) -> list[str]:
     """Commits that prove a merged group's work: its merge commit, else its own commits."""
     group = state.groups.get(gid)
-    if group is None or group.status not in ("complete", "partial"):
+    if group is None or not group.status.landed_work:
         return []
     return [group.merge_commit] if group.merge_commit else list(group.commits)
 
@@ -108,7 +101,7 @@ def previous_waves_problem(root: Path, plan: Plan, state: RunState | None, wave:
                 "another plan of this spec (its waves differ)")
     for w in earlier:
         status = state.waves[w.number - 1].status
-        if status not in ("done", "skipped"):
+        if status not in (WAVE_DONE, WAVE_SKIPPED):
             return (f"wave {wave.label} needs wave {w.label} aggregated first (run "
                     f"{state.run_id} has wave {w.label} {status})")
         for gid in w.groups:
@@ -218,7 +211,7 @@ class Aggregation:
     state: RunState
     wave: Wave
     next_wave: Wave | None  # the wave CI runs next (None when the run is finished)
-    aggregator: Aggregator
+    orchestrator: Orchestrator
 
     @property
     def finished(self) -> bool:
@@ -227,136 +220,19 @@ class Aggregation:
     @property
     def exit_code(self) -> int:
         """`run`'s codes: 130 interrupted; 0 when everything aggregated so far completed."""
-        if self.state.status == "interrupted":
+        if self.state.status == RunStatus.INTERRUPTED:
             return EXIT_INTERRUPTED
         if self.finished:
-            return EXIT_OK if self.state.status == "complete" else EXIT_FAILED
+            return EXIT_OK if self.state.status == RunStatus.COMPLETE else EXIT_FAILED
         done = [g for w in self.state.waves[:self.wave.number] for g in w.groups]
-        ok = all(self.state.groups[g].status == "complete" for g in done)
+        ok = all(self.state.groups[g].status == Status.COMPLETE for g in done)
         return EXIT_OK if ok else EXIT_FAILED
-
-
-class Aggregator(Orchestrator):
-    """An orchestrator whose workers already ran in CI jobs: `_execute` reads their results."""
-
-    def __init__(self, project: Project, spec: Spec, plan: Plan, options: RunOptions,
-                 results: list[CIResult], wave: Wave, previous: RunState | None,
-                 on_event: Callable[[Event], None] | None = None) -> None:
-        super().__init__(project, spec, plan, options, on_event=on_event)
-        self.results = {r.batch.id: r for r in results}
-        self.wave = wave
-        self.previous = previous
-        if wave.number > 1 and previous is not None:  # continue the run wave 1 started
-            self.run_id = previous.run_id
-            self.run_dir = project.runs_dir / self.run_id
-
-    def aggregate(self) -> RunState:
-        return self._session(self._aggregate)
-
-    def _initial_state(self) -> RunState:
-        if self.wave.number == 1 or self.previous is None:
-            return super()._initial_state()
-        return self.previous
-
-    def _aggregate(self) -> RunState:
-        self.state = self._initial_state()
-        total = len(self.plan.waves)
-        self._emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
-                    "mode": self.plan.mode, "waves": total, "run_dir": str(self.run_dir),
-                    "aggregate_wave": self.wave.label})
-        if self.wave.number == 1:
-            self._save(progress=f"Wave 1/{total} (0%)", status="running")
-        aborted = self._run_wave(self.wave)
-        if self.cancel.is_set():
-            return self._finish(interrupted=True)
-        if aborted:
-            for later in self.plan.waves[self.wave.number:]:
-                self._skip_wave(later, ABORTED_REASON)
-            return self._finish(interrupted=False)
-        if self.wave.number == total:
-            return self._finish(interrupted=False)
-        return self._pause()
-
-    def _execute(self, batches, base: str,
-                 on_result: Callable[[dict[str, WorkerResult]], None]) -> dict[str, WorkerResult]:
-        """Verify the CI jobs' results against their fetched branches (no workers run here);
-        they all land after the wave is verified."""
-        assert self.state is not None
-        verified: dict[str, WorkerResult] = {}
-        head = base
-        for batch in batches:
-            ids = batch.ids
-            ci = self.results.get(batch.id)
-            if ci is None:  # only with --allow-missing
-                branch = ci_branch(self.spec.id, batch.id)
-                result = WorkerResult(group=ids[0], groups=ids, status="failed",
-                                      stop_reason="error", batch=batch.id, branch=branch,
-                                      error="no result file: the CI job of this batch "
-                                            "delivered none")
-                ref, base = branch, head
-            else:
-                result, branch = ci.result, ci.branch
-                ref = ci.ref or branch
-                base = self._base_of(ci, head)
-            for gid in ids:
-                self.state.groups[gid].branch = branch
-            record_dir = self.run_dir / "workers" / _ref_safe(batch.id)
-            record_dir.mkdir(parents=True, exist_ok=True)
-            verified[batch.id] = self._verify(result, ids=ids, batch=batch.id, branch=ref,
-                                              base=base, record_dir=record_dir)
-            verified[batch.id].branch = ref  # merged from the ref that holds it here
-        return verified
-
-    def _base_of(self, ci: CIResult, head: str) -> str:
-        """The commit the job started from: as reported when git confirms it, else the
-        merge base of its branch and HEAD."""
-        if ci.ref is None:
-            return head
-        if ci.base_commit:
-            sha = workspace.resolve_ref(self.root, ci.base_commit)
-            if sha and workspace.is_ancestor(self.root, sha, ci.ref):
-                return sha
-        out = workspace.git("merge-base", head, ci.ref, cwd=self.root, check=False).strip()
-        return out or head
-
-    def _pause(self) -> RunState:
-        """Between waves: save the state, an interim summary and STATE.md, and commit them,
-        so the next wave's jobs (and its aggregate) start from this commit."""
-        from agentrun.report.execution_state import save_state
-        from agentrun.report.state_md import StateUpdate, update_state_file
-
-        assert self.state is not None
-        state = self.state
-        total = len(self.plan.waves)
-        nxt = self.plan.waves[self.wave.number]
-        save_state(self.state_file, state)
-        when = now_text()
-        self._write_summary(when)
-        update_state_file(self.project.state_md, StateUpdate(
-            spec_id=self.spec.id, status="running", run_id=self.run_id, mode=self.plan.mode,
-            progress=f"Wave {nxt.number}/{total} ({round(100 * self.wave.number / total)}%)",
-            when=when, next_step=f"CI: run wave {nxt.label}'s worker jobs on this commit, then "
-                                 f"`agentrun aggregate {state.spec_path}` with their results"))
-        atomic_write_json(self.run_dir / "result.json", state.to_dict())
-        self._commit_report(f"{self.spec.id}: wave {self.wave.label} aggregated "
-                            f"(run {self.run_id})")
-        self._emit({"type": "wave_aggregated", "wave": self.wave.label,
-                    "next_wave": nxt.label})
-        return state
-
-    def _commit_report(self, message: str | None = None) -> None:
-        """Also when `.specflow/execution/` is git-ignored: the next CI job needs the state."""
-        if self.state_file.exists():
-            workspace.git("add", "-f", "--", relpath(self.state_file, self.root), cwd=self.root)
-        super()._commit_report(message)
 
 
 def prepare(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path], *, remote: str,
             allow_missing: bool) -> tuple[list[CIResult], Wave, RunState | None]:
     """Check everything `aggregate` needs before it changes anything (BadInput, exit 2):
     the result files, the wave order, and the branches the results name."""
-    from agentrun.report.execution_state import state_path
-
     root = workspace.repo_root(project.root)
     results = read_results(paths, spec, plan)
     wave = results[0].wave
@@ -368,7 +244,7 @@ def prepare(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path], *, 
         raise BadInput(problem, hint=f"aggregate the earlier waves' results first, push, and "
                                      f"run wave {wave.label}'s jobs on the result")
     if previous is not None:
-        if previous.status != "running":
+        if previous.status != RunStatus.RUNNING:
             raise BadInput(f"run {previous.run_id} of {spec.id} already ended "
                            f"({previous.status}); wave {wave.label} is not part of it",
                            hint="start a new run with wave 1")
@@ -386,7 +262,7 @@ def prepare(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path], *, 
                             "the missing ones as failed")
     for ci in results:
         ci.ref = resolve_branch(root, ci.branch, remote)
-        if ci.ref is None and ci.result.status in ("complete", "partial"):
+        if ci.ref is None and Status(ci.result.status).landed_work:
             raise BadInput(
                 f"branch {ci.branch} of {ci.path} ({ci.result.status}) is not in this "
                 f"repository: neither a local branch nor {remote}/{ci.branch}",
@@ -394,7 +270,7 @@ def prepare(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path], *, 
                      f"{ci.branch}`) and fetch before aggregating (`git fetch {remote} "
                      f"'+refs/heads/agentrun/*:refs/remotes/{remote}/agentrun/*'`)")
         if ci.ref is not None and wave.number > 1 and \
-                ci.result.status in ("complete", "partial"):
+                Status(ci.result.status).landed_work:
             problem = previous_waves_problem(root, plan, previous, wave, ci.ref, ci.branch)
             if problem:
                 raise BadInput(f"{ci.path}: {problem}",
@@ -409,13 +285,13 @@ def _needs_result(previous: RunState | None, spec: Spec, batch: Batch) -> bool:
         return True
     deps = {d for gid in batch.groups for d in (spec.group(gid).dependencies
                                                  if spec.group(gid) else [])}
-    return not any(previous.groups.get(d) and Status(previous.groups[d].status).blocks_dependents
+    return not any(previous.groups.get(d) and previous.groups[d].status.blocks_dependents
                    for d in deps)
 
 
 def aggregate(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path],
               options: RunOptions, *, remote: str = "origin", allow_missing: bool = False,
-              on_event: Callable[[Event], None] | None = None) -> Aggregation:
+              on_event: EventSink | None = None) -> Aggregation:
     """Aggregate one wave's CI results into the checked-out branch (see the module doc)."""
     results, wave, previous = prepare(project, spec, plan, paths, remote=remote,
                                       allow_missing=allow_missing)
@@ -423,8 +299,57 @@ def aggregate(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path],
         first = next((r for r in results if r.provider), None)
         if first is not None:
             options.provider.provider, options.provider.model = first.provider, first.model or ""
-    aggregator = Aggregator(project, spec, plan, options, results, wave, previous, on_event)
-    state = aggregator.aggregate()
-    finished = state.status != "running"
+    continued = previous if wave.number > 1 and previous is not None else None
+    run_id = continued.run_id if continued else new_run_id()
+    backend = CIResultsBackend(workspace.repo_root(project.root), spec.id,
+                               project.runs_dir / run_id, {r.batch.id: r for r in results})
+    # all results are there already: verify the whole wave, then merge it
+    orchestrator = Orchestrator(project, spec, plan, options, on_event, run_id=run_id,
+                                backend=backend, land_while_running=False)
+    orchestrator.record.force_state = True
+    state = _aggregate_wave(orchestrator, wave, continued)
+    finished = state.status != RunStatus.RUNNING
     nxt = None if finished else plan.waves[wave.number]
-    return Aggregation(state=state, wave=wave, next_wave=nxt, aggregator=aggregator)
+    return Aggregation(state=state, wave=wave, next_wave=nxt, orchestrator=orchestrator)
+
+
+def _aggregate_wave(orch: Orchestrator, wave: Wave, continued: RunState | None) -> RunState:
+    """Run `wave` with the CI results; finish the run after the last wave (or an abort),
+    else pause it for the next wave's jobs."""
+    plan, total = orch.plan, len(orch.plan.waves)
+    with orch.session():
+        orch.begin(continued or orch.initial_state())
+        orch.record.emit({"type": "run_start", "run_id": orch.run_id, "spec": orch.spec.id,
+                          "mode": plan.mode, "waves": total, "run_dir": str(orch.run_dir),
+                          "aggregate_wave": wave.label})
+        if wave.number == 1:
+            orch.record.save(progress=scheduler.wave_progress(1, total), status="running")
+        aborted = orch.run_wave(wave)
+        if orch.cancel.is_set():
+            return orch.finish(interrupted=True)
+        if aborted:
+            for later in plan.waves[wave.number:]:
+                orch.skip_wave(later, scheduler.ABORTED_REASON)
+            return orch.finish(interrupted=False)
+        if wave.number == total:
+            return orch.finish(interrupted=False)
+        return _pause(orch, wave)
+
+
+def _pause(orch: Orchestrator, wave: Wave) -> RunState:
+    """Between waves: save the state, an interim summary and STATE.md, and commit them,
+    so the next wave's jobs (and its aggregate) start from this commit."""
+    state, total = orch.state, len(orch.plan.waves)
+    nxt = orch.plan.waves[wave.number]
+    save_state(orch.state_file, state)
+    when = now_text()
+    orch.record.write_summary(when)
+    orch.record.update_state_md(
+        status="running", progress=scheduler.wave_progress(nxt.number, total, wave.number),
+        when=when, next_step=f"CI: run wave {nxt.label}'s worker jobs on this commit, then "
+                             f"`agentrun aggregate {state.spec_path}` with their results")
+    orch.record.write_result()
+    orch.record.commit_report(f"{orch.spec.id}: wave {wave.label} aggregated "
+                              f"(run {orch.run_id})")
+    orch.record.emit({"type": "wave_aggregated", "wave": wave.label, "next_wave": nxt.label})
+    return state

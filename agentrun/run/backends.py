@@ -1,0 +1,299 @@
+"""Where workers run: the seam between running a wave and the workers that do its batches.
+
+A backend starts a batch and hands back a `WorkerHandle`; the run polls handles until they
+end and verifies what each delivered. `ProcessBackend` runs every worker in a process of its
+own (falling back to in-process when processes cannot start), `InProcessBackend` runs them in
+this process one at a time, `CIResultsBackend` reads what CI jobs already did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from agentrun import workspace
+from agentrun.plan import Batch
+from agentrun.protocol import Assignment, Status, StopReason, WorkerResult
+from agentrun.run import pool
+from agentrun.run.assignment import ci_branch, ref_safe
+from agentrun.run.record import EventSink
+from agentrun.run.verify import Delivery
+
+STOP_GRACE_S = 5.0  # after SIGTERM, how long a worker may take to save its result
+
+# makes a batch's worktree and assignment (and marks its groups running) from a base commit
+Prepare = Callable[[Batch, str], Assignment]
+
+
+class WorkerHandle(Protocol):
+    batch: str
+
+    def poll(self) -> bool:
+        """Relay progress and enforce limits; True once the worker has ended."""
+
+    def stop(self) -> None:
+        """Ask the worker to stop and save what it has."""
+
+    def kill(self, reason: StopReason) -> None:
+        """End the worker now, with everything it started."""
+
+    def result(self) -> Delivery:
+        """What the worker delivered (after `poll` returned True)."""
+
+
+class WorkerBackend(Protocol):
+    @property
+    def sequential(self) -> bool:
+        """True when one worker at a time is all this backend can run."""
+
+    def start(self, batch: Batch, base: str) -> WorkerHandle: ...
+
+
+def assignment_file(assignment: Assignment) -> Path:
+    """Where a local worker's assignment is written: next to its result."""
+    return Path(assignment.result_path).parent / "assignment.json"
+
+
+def delivery(assignment: Assignment, result: WorkerResult) -> Delivery:
+    """A local worker's result, to be checked against its branch since its base."""
+    return Delivery(result=result, ids=assignment.group_ids, batch=assignment.batch,
+                    ref=assignment.branch, base=assignment.base_commit,
+                    record_dir=Path(assignment.result_path).parent)
+
+
+def failed_result(assignment: Assignment, stop: StopReason, error: str,
+                  duration_s: float = 0.0) -> WorkerResult:
+    ids = assignment.group_ids
+    return WorkerResult(group=ids[0], groups=ids, status=Status.FAILED, stop_reason=stop,
+                        error=error, batch=assignment.batch, branch=assignment.branch,
+                        worktree=assignment.worktree, duration_s=duration_s)
+
+
+# --- in this process -------------------------------------------------------------------------
+
+class FinishedHandle:
+    """A worker that has already ended (in-process workers run to completion on start)."""
+
+    def __init__(self, batch: str, delivered: Delivery) -> None:
+        self.batch = batch
+        self._delivered = delivered
+
+    def poll(self) -> bool:
+        return True
+
+    def stop(self) -> None:
+        pass
+
+    def kill(self, reason: StopReason) -> None:
+        pass
+
+    def result(self) -> Delivery:
+        return self._delivered
+
+
+class InProcessBackend:
+    """Workers run in this process, one after another (`--in-process`, or no processes)."""
+
+    sequential = True
+
+    def __init__(self, prepare: Prepare, cancel: threading.Event) -> None:
+        self.prepare = prepare
+        self.cancel = cancel
+
+    def start(self, batch: Batch, base: str) -> WorkerHandle:
+        return self.run(self.prepare(batch, base))
+
+    def run(self, assignment: Assignment) -> WorkerHandle:
+        from agentrun.worker import run_assignment
+
+        result = run_assignment(assignment, self.cancel)
+        return FinishedHandle(assignment.batch, delivery(assignment, result))
+
+
+# --- worker processes ------------------------------------------------------------------------
+
+class ProcessHandle:
+    """A worker process: its progress relayed as events, its time limit enforced, and on
+    cancel a graceful stop that becomes a kill after `STOP_GRACE_S`."""
+
+    def __init__(self, proc: pool.WorkerProcess, assignment: Assignment,
+                 cancel: threading.Event, emit: EventSink) -> None:
+        self.batch = assignment.batch
+        self.proc = proc
+        self.assignment = assignment
+        self.cancel = cancel
+        self.emit = emit
+        self.offset = 0
+        self.commands: set[int] = set()  # process groups of the commands it runs
+
+    def poll(self) -> bool:
+        proc = self.proc
+        self.relay_progress()
+        if self.cancel.is_set() and proc.alive():
+            self.stop()
+            if proc.overdue(STOP_GRACE_S):
+                self.kill(StopReason.INTERRUPTED)
+        if proc.alive() and proc.elapsed > proc.timeout_s:
+            self.kill(StopReason.TIMEOUT)
+            self.emit({"type": "worker_timeout", "batch": self.batch,
+                       "timeout_s": proc.timeout_s})
+        if proc.alive():
+            return False
+        proc.process.join(timeout=1)
+        self.relay_progress()
+        return True
+
+    def stop(self) -> None:
+        self.proc.request_stop(StopReason.INTERRUPTED)
+
+    def kill(self, reason: StopReason) -> None:
+        """Kill the worker, then the commands it left running (they have sessions of their
+        own, so killing the worker's group does not reach them)."""
+        self.proc.kill(reason)
+        for pgid in self.commands:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        self.commands = set()
+
+    def relay_progress(self) -> None:
+        """Pass on the complete lines the worker added to its progress file."""
+        path = Path(self.assignment.progress_path or "")
+        if not self.assignment.progress_path or not path.exists():
+            return
+        with open(path, "rb") as fh:
+            fh.seek(self.offset)
+            chunk = fh.read()
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            return
+        for raw in chunk[:end].splitlines():
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue
+            if event.get("type") == "spawn":
+                self.commands.add(int(event["pgid"]))
+            elif event.get("type") == "spawn_end":
+                self.commands.discard(int(event["pgid"]))
+            self.emit({**event, "type": f"agent_{event.get('type', 'event')}",
+                       "batch": self.batch}, record=False)
+        self.offset += end + 1
+
+    def result(self) -> Delivery:
+        return delivery(self.assignment, self._read())
+
+    def _read(self) -> WorkerResult:
+        """The worker's result file, or a failed result saying why there is none."""
+        proc, assignment = self.proc, self.assignment
+        if proc.stop_reason == StopReason.TIMEOUT:
+            return failed_result(assignment, StopReason.TIMEOUT,
+                                 f"worker exceeded its timeout of {proc.timeout_s:g}s and was "
+                                 "killed", round(proc.elapsed, 3))
+        try:
+            return WorkerResult.read(proc.result_path)
+        except ValueError as exc:
+            if proc.stop_reason == StopReason.INTERRUPTED:
+                return failed_result(assignment, StopReason.INTERRUPTED, "interrupted")
+            code = proc.exit_code
+            how = (f"was killed by signal {-code}" if code is not None and code < 0
+                   else f"exited with code {code}")
+            return failed_result(assignment, StopReason.ERROR,
+                                 f"worker {how} and wrote no valid result: {exc}",
+                                 round(proc.elapsed, 3))
+
+
+class ProcessBackend:
+    """A process per worker, from the preloaded forkserver (`pool`). When processes cannot
+    be started at all, it says so once and runs the rest in-process, one at a time."""
+
+    def __init__(self, prepare: Prepare, cancel: threading.Event, emit: EventSink, *,
+                 timeout_s: float, provider: str, warn: Callable[[str], None]) -> None:
+        self.prepare = prepare
+        self.cancel = cancel
+        self.emit = emit
+        self.timeout_s = timeout_s
+        self.provider = provider
+        self.warn = warn  # records a warning of the run (the fallback is one)
+        self.fallback: InProcessBackend | None = None
+
+    @property
+    def sequential(self) -> bool:
+        return self.fallback is not None
+
+    def start(self, batch: Batch, base: str) -> WorkerHandle:
+        assignment = self.prepare(batch, base)
+        if self.fallback is None:
+            try:
+                proc = pool.start_worker(batch.id, assignment_file(assignment),
+                                         Path(assignment.result_path), self.timeout_s,
+                                         self.provider)
+                return ProcessHandle(proc, assignment, self.cancel, self.emit)
+            except pool.CannotSpawn as exc:
+                self.fallback = InProcessBackend(self.prepare, self.cancel)
+                self.warn(f"worker processes could not be started ({exc}); "
+                                     "running sequentially in-process")
+                self.emit({"type": "fallback_sequential", "reason": str(exc)})
+        return self.fallback.run(assignment)
+
+
+# --- results of CI jobs ----------------------------------------------------------------------
+
+class CIDelivered(Protocol):
+    """One CI job's result as `ci.read_results` matched it (see `ci.CIResult`)."""
+
+    result: WorkerResult
+    branch: str
+    ref: str | None
+    base_commit: str | None
+
+
+class CIResultsBackend:
+    """Workers that already ran in CI jobs: starting one reads its result; its work is on
+    the branch the job pushed (`ref` here)."""
+
+    sequential = False
+
+    def __init__(self, root: Path, spec_id: str, run_dir: Path,
+                 results: dict[str, CIDelivered]) -> None:
+        self.root = root
+        self.spec_id = spec_id
+        self.run_dir = run_dir
+        self.results = results
+
+    def start(self, batch: Batch, base: str) -> WorkerHandle:
+        ids = batch.ids
+        ci = self.results.get(batch.id)
+        if ci is None:  # only with --allow-missing
+            branch = ci_branch(self.spec_id, batch.id)
+            result = WorkerResult(group=ids[0], groups=ids, status=Status.FAILED,
+                                  stop_reason=StopReason.ERROR, batch=batch.id, branch=branch,
+                                  error="no result file: the CI job of this batch "
+                                        "delivered none")
+            ref, job_base = branch, base
+        else:
+            result, branch = ci.result, ci.branch
+            ref = ci.ref or branch
+            job_base = self._base_of(ci, base)
+        record_dir = self.run_dir / "workers" / ref_safe(batch.id)
+        record_dir.mkdir(parents=True, exist_ok=True)
+        return FinishedHandle(batch.id, Delivery(
+            result=result, ids=ids, batch=batch.id, ref=ref, base=job_base,
+            record_dir=record_dir, group_branch=branch, merge_ref=ref))
+
+    def _base_of(self, ci: CIDelivered, head: str) -> str:
+        """The commit the job started from: as reported when git confirms it, else the
+        merge base of its branch and HEAD."""
+        if ci.ref is None:
+            return head
+        if ci.base_commit:
+            sha = workspace.resolve_ref(self.root, ci.base_commit)
+            if sha and workspace.is_ancestor(self.root, sha, ci.ref):
+                return sha
+        out = workspace.git("merge-base", head, ci.ref, cwd=self.root, check=False).strip()
+        return out or head

@@ -1,0 +1,49 @@
+"""Running a wave's batches on a backend: at most `max_parallel` at once, each result verified
+as soon as its worker ends."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from agentrun.plan import Batch
+from agentrun.protocol import WorkerResult
+from agentrun.run.backends import WorkerBackend, WorkerHandle
+from agentrun.run.verify import Delivery
+
+POLL_S = 0.05
+
+Results = dict[str, WorkerResult]
+
+
+def execute(batches: list[Batch], base: str, backend: WorkerBackend, *,
+            max_parallel: int | None, cancel: threading.Event,
+            verify: Callable[[Delivery], WorkerResult],
+            on_result: Callable[[Results], None],
+            not_started: Callable[[Batch], None]) -> Results:
+    """Run `batches` from commit `base`; returns the verified results by batch id, calling
+    `on_result` each time one arrives. On cancel no further batch starts: each is passed to
+    `not_started` once the running ones have ended."""
+    pending = list(batches)
+    running: dict[str, WorkerHandle] = {}
+    results: Results = {}
+    wanted = max_parallel or len(pending) or 1
+    while pending or running:
+        limit = 1 if backend.sequential else wanted
+        if pending and len(running) < limit and not cancel.is_set():
+            batch = pending.pop(0)  # one at a time: poll the running ones before the next
+            running[batch.id] = backend.start(batch, base)
+        if cancel.is_set() and not running:
+            for batch in pending:
+                not_started(batch)
+            break
+        for batch_id, handle in list(running.items()):
+            if handle.poll():
+                results[batch_id] = verify(handle.result())
+                del running[batch_id]
+                on_result(results)
+        limit = 1 if backend.sequential else wanted
+        if running and (cancel.is_set() or not (pending and len(running) < limit)):
+            time.sleep(POLL_S)
+    return results

@@ -1,0 +1,116 @@
+"""Landing a wave's work: merging finished branches into the target branch in group order.
+
+A batch lands as soon as it and every batch before it (in the spec's group order) have
+finished, so merging overlaps the workers still running while the history keeps one order
+however the workers raced. A conflict fails the batch's groups and leaves the target branch as
+it was. Worktrees whose work landed are removed; the others are kept for a human or `--resume`.
+
+`WaveLanding.finish` returns the batches that landed: the place for a check of the whole wave
+(an integration command over the merged result) to run before the failure rules decide.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from agentrun import workspace
+from agentrun.plan import Batch
+from agentrun.protocol import Status, WorkerResult
+from agentrun.report.execution_state import RunState
+from agentrun.run.record import Recorder
+
+
+class Lander:
+    def __init__(self, root: Path, spec_id: str, state: RunState, record: Recorder,
+                 cancel: threading.Event) -> None:
+        self.root = root
+        self.spec_id = spec_id
+        self.state = state
+        self.record = record
+        self.cancel = cancel
+
+    def land(self, batch: Batch, result: WorkerResult) -> bool:
+        """Merge a finished batch, then remove its worktree if all its work landed; True when
+        it merged."""
+        merged = False
+        if Status(result.status).landed_work and not self.cancel.is_set():
+            merged = self.merge(batch.id, result)
+        self.clean_up(batch)
+        return merged
+
+    def merge(self, batch_id: str, result: WorkerResult) -> bool:
+        """Merge the result's branch; on a conflict its groups fail. False when it did not
+        merge (nothing to merge counts as merged)."""
+        ids = result.groups
+        if not result.commits:
+            return True
+        message = f"Merge {self.spec_id} {', '.join(ids)}"
+        titles = [self.state.groups[g].title for g in ids if self.state.groups[g].title]
+        if titles:
+            message += f": {'; '.join(titles)}"
+        merged = workspace.merge_branch(self.root, result.branch or "", message)
+        if merged.ok:
+            for gid in ids:
+                self.state.groups[gid].merge_commit = merged.commit
+            self.record.emit({"type": "merged", "batch": batch_id, "commit": merged.commit})
+        else:
+            for gid in ids:
+                g = self.state.groups[gid]
+                g.status = Status.FAILED
+                g.error = (f"merge conflict in {', '.join(merged.conflicts)}"
+                           if merged.conflicts else f"merge failed: {merged.message}")
+            self.record.emit({"type": "merge_conflict", "batch": batch_id,
+                              "conflicts": merged.conflicts, "message": merged.message})
+        self.record.save()
+        return merged.ok
+
+    def clean_up(self, batch: Batch) -> None:
+        """Remove a merged batch's worktree and branch; keep any other (and say where), so
+        a human or `--resume` finds the work."""
+        groups = [self.state.groups[g] for g in batch.ids]
+        if not groups or not groups[0].worktree:
+            return
+        landed = all(g.status == Status.COMPLETE and (g.merge_commit or not g.commits)
+                     for g in groups)
+        if not landed:
+            self.record.emit({"type": "kept_worktree", "batch": batch.id,
+                              "worktree": groups[0].worktree, "branch": groups[0].branch})
+            return
+        wt = workspace.Worktree(Path(groups[0].worktree), groups[0].branch or "",
+                                self.state.base_commit)
+        try:
+            workspace.remove_worktree(self.root, wt, delete_branch=True)
+        except workspace.GitError as exc:
+            self.record.emit({"type": "warning", "message": f"could not remove worktree "
+                              f"{wt.path}: {exc}"})
+            return
+        for g in groups:
+            g.worktree = None
+
+
+class WaveLanding:
+    """The landing queue of one wave: its batches in landing order, landed one by one as
+    their results (and those of every batch before them) arrive."""
+
+    def __init__(self, lander: Lander, ordered: list[Batch]) -> None:
+        self.lander = lander
+        self.queue = list(ordered)
+        self.landed: list[Batch] = []
+
+    def land_ready(self, results: dict[str, WorkerResult]) -> None:
+        while self.queue and self.queue[0].id in results:
+            self._land(self.queue.pop(0), results)
+
+    def finish(self, results: dict[str, WorkerResult]) -> list[Batch]:
+        """Land whatever is left (a batch interrupted before it started has no result and
+        is passed over); returns the batches whose work merged."""
+        for batch in self.queue:
+            if batch.id in results:
+                self._land(batch, results)
+        self.queue = []
+        return self.landed
+
+    def _land(self, batch: Batch, results: dict[str, WorkerResult]) -> None:
+        if self.lander.land(batch, results[batch.id]):
+            self.landed.append(batch)

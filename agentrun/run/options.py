@@ -1,0 +1,25 @@
+"""What a run is asked to do: the options every part of it reads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrun.protocol import ProviderSettings, WorkerLimits
+
+
+@dataclass
+class RunOptions:
+    provider: ProviderSettings
+    limits: WorkerLimits = field(default_factory=WorkerLimits)
+    max_parallel: int | None = None
+    on_failure: str = "continue"  # continue | abort (scheduler.OnFailure)
+    allow_dirty: bool = False
+    resume: bool = False
+    validation_command: str | None = None
+    interactive: bool = False
+    use_processes: bool = True
+    pricing: dict[str, Any] = field(default_factory=dict)
+    ask_continue: Callable[[list[str]], bool] | None = None  # TTY prompt after a failed wave
+    warnings: list[str] = field(default_factory=list)  # recorded in STATE.md's Warnings

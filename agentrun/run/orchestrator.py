@@ -1,0 +1,249 @@
+"""The orchestrator: runs a plan's waves with workers, verifies, merges, reports.
+
+Deterministic code, no model tokens. Per wave: each batch gets its own worktree and branch from
+the current commit and its own worker; results are checked against git (`verify`); finished
+branches are merged in group order (`land`); the failure rules (`scheduler`) decide what runs
+next; `record` writes STATE.md, the execution state and the run record. This module only
+composes those parts, for a local run and for `agentrun aggregate` (`ci`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+from agentrun import workspace
+from agentrun.errors import CannotStart
+from agentrun.fsutil import relpath
+from agentrun.plan import Batch, Plan, Wave
+from agentrun.project import Project
+from agentrun.protocol import Assignment, RunStatus, Status, StopReason
+from agentrun.report.execution_state import (
+    GroupState,
+    RunState,
+    WaveState,
+    load_state,
+    save_state,
+    state_path,
+)
+from agentrun.run import scheduler
+from agentrun.run.assignment import batch_branch, make_assignment, ref_safe
+from agentrun.run.backends import (
+    InProcessBackend,
+    ProcessBackend,
+    WorkerBackend,
+    assignment_file,
+)
+from agentrun.run.execute import execute
+from agentrun.run.land import Lander, WaveLanding
+from agentrun.run.options import RunOptions
+from agentrun.run.record import EventSink, Recorder, new_run_id, now_text
+from agentrun.run.session import cancel_on_signals, preflight, run_lock
+from agentrun.run.verify import Verifier
+from agentrun.spec.model import Spec
+
+
+class Orchestrator:
+    """One run of `plan`. `backend` runs the workers (default: processes, or in-process with
+    `options.use_processes` off); `run_id` continues a run (CI waves after the first)."""
+
+    def __init__(self, project: Project, spec: Spec, plan: Plan, options: RunOptions,
+                 on_event: EventSink | None = None, *, run_id: str | None = None,
+                 backend: WorkerBackend | None = None, land_while_running: bool = True) -> None:
+        self.project = project
+        self.spec = spec
+        self.plan = plan
+        self.options = options
+        self.cancel = threading.Event()
+        self.root = workspace.repo_root(project.root)
+        self.run_id = run_id or new_run_id()
+        self.run_dir = project.runs_dir / self.run_id
+        self.state_file = state_path(project.execution_dir, spec.id)
+        self.record = Recorder(project, spec, plan.mode, self.run_id, self.run_dir,
+                               self.state_file, on_event)
+        self.schedule = scheduler.Schedule(spec)
+        self.backend = backend or self._local_backend()
+        self.land_while_running = land_while_running
+        self._state: RunState | None = None
+
+    @property
+    def state(self) -> RunState:
+        assert self._state is not None, "the run has not begun"
+        return self._state
+
+    def _local_backend(self) -> WorkerBackend:
+        if not self.options.use_processes:
+            return InProcessBackend(self.prepare, self.cancel)
+        return ProcessBackend(self.prepare, self.cancel, self.record.emit,
+                              timeout_s=self.options.limits.timeout_s,
+                              provider=self.options.provider.provider,
+                              warn=lambda text: self.state.warnings.append(text))
+
+    # -- the run ----------------------------------------------------------------------------
+    def run(self) -> RunState:
+        with self.session():
+            self.begin(self.initial_state())
+            self.record.emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
+                              "mode": self.plan.mode, "waves": len(self.plan.waves),
+                              "run_dir": str(self.run_dir)})
+            self.record.save(progress=scheduler.wave_progress(1, len(self.plan.waves)),
+                             status="running")
+            aborted = False
+            for wave in self.plan.waves:
+                if self.cancel.is_set():
+                    break
+                if aborted:
+                    self.skip_wave(wave, scheduler.ABORTED_REASON)
+                    continue
+                aborted = self.run_wave(wave)
+            return self.finish(interrupted=self.cancel.is_set())
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """Preflight, the run lock, signal handlers and the events file around a run."""
+        preflight(self.root, self.spec, allow_dirty=self.options.allow_dirty)
+        with run_lock(self.root, self.run_id), cancel_on_signals(
+                self.cancel, lambda name: self.record.emit({"type": "interrupt",
+                                                            "signal": name})):
+            self.record.open_events()
+            try:
+                yield
+            finally:
+                self.record.close_events()
+
+    def begin(self, state: RunState) -> None:
+        self._state = state
+        self.record.state = state
+        self.verifier = Verifier(self.root, state, self.record, self.cancel)
+        self.lander = Lander(self.root, self.spec.id, state, self.record, self.cancel)
+
+    def initial_state(self) -> RunState:
+        state = RunState(
+            run_id=self.run_id, spec_id=self.spec.id, spec_path=relpath(self.spec.path, self.root),
+            mode=self.plan.mode, base_commit=workspace.head_commit(self.root),
+            target_branch=workspace.current_branch(self.root), started=now_text(),
+            provider=self.options.provider.provider, model=self.options.provider.model,
+            waves=[WaveState(w.number, w.label, list(w.groups)) for w in self.plan.waves],
+            warnings=list(self.options.warnings))
+        titles = {g.id: g.title for g in self.spec.groups}
+        for wave in self.plan.waves:
+            for batch in wave.batches:
+                for gid in batch.ids:
+                    state.groups[gid] = GroupState(id=gid, title=titles.get(gid, ""),
+                                                   wave=wave.label, batch=batch.id)
+        if self.options.resume:
+            old = load_state(self.state_file)
+            if old is None:
+                raise CannotStart(f"nothing to resume: no execution state for {self.spec.id}",
+                                  hint="run without --resume to start a new run")
+            scheduler.adopt(state, old, self._landed)
+        return state
+
+    def _landed(self, group: GroupState) -> bool:
+        """A group's work is in history when its merge (or all its commits) reach HEAD."""
+        head = workspace.head_commit(self.root)
+        refs = [group.merge_commit] if group.merge_commit else group.commits
+        if not refs:
+            return group.status == Status.COMPLETE
+        return all(workspace.resolve_ref(self.root, c) and
+                   workspace.is_ancestor(self.root, c, head) for c in refs)
+
+    # -- waves ------------------------------------------------------------------------------
+    def run_wave(self, wave: Wave) -> bool:
+        """Run one wave; returns True when the failure rules abort the run."""
+        state, emit = self.state, self.record.emit
+        state.waves[wave.number - 1].status = "running"
+        state.current_wave = wave.number
+        self.record.save(progress=scheduler.wave_progress(wave.number, len(self.plan.waves)))
+        triage = self.schedule.triage(state, wave)
+        for batch in wave.batches:
+            if batch.id in triage.skipped:
+                emit({"type": "skip", "batch": batch.id, "reason": "already complete"})
+            elif batch.id in triage.blocked:
+                blockers = triage.blocked[batch.id]
+                for gid in batch.ids:
+                    group = state.groups[gid]
+                    group.status = Status.BLOCKED
+                    group.error = f"dependency {', '.join(blockers)} did not complete"
+                emit({"type": "blocked", "batch": batch.id, "groups": batch.ids,
+                      "by": blockers})
+        emit({"type": "wave_start", "wave": wave.label, "number": wave.number,
+              "batches": [b.id for b in triage.todo]})
+        landing = WaveLanding(self.lander, self.schedule.landing_order(triage.todo))
+        results = execute(
+            triage.todo, workspace.head_commit(self.root), self.backend,
+            max_parallel=self.options.max_parallel, cancel=self.cancel,
+            verify=self.verifier.check, not_started=self._not_started,
+            on_result=landing.land_ready if self.land_while_running else lambda _: None)
+        landing.finish(results)  # the merged wave: where a check of the whole wave belongs
+        state.waves[wave.number - 1].status = "done"
+        self.record.save()
+        ran = [g for b in triage.todo for g in b.ids]
+        failed = [g for g in ran if state.groups[g].status == Status.FAILED]
+        emit({"type": "wave_done", "wave": wave.label, "failed": failed})
+        if self.cancel.is_set():
+            return False
+        verdict = scheduler.wave_verdict(wave.label, ran, failed, self.options.on_failure,
+                                         self.options.ask_continue)
+        if verdict.warning:
+            state.warnings.append(verdict.warning)
+        return verdict.abort
+
+    def skip_wave(self, wave: Wave, reason: str) -> None:
+        self.state.waves[wave.number - 1].status = "skipped"
+        for gid in wave.groups:
+            group = self.state.groups[gid]
+            if group.status == Status.PENDING:
+                group.status, group.error = Status.BLOCKED, reason
+        self.record.save()
+
+    def prepare(self, batch: Batch, base: str) -> Assignment:
+        """A local worker's worktree, branch and assignment file; its groups now run."""
+        branch = batch_branch(self.spec.id, self.run_id, batch.id)
+        wt_path = self.run_dir / "worktrees" / ref_safe(batch.id)
+        workspace.create_worktree(self.root, wt_path, branch, base, checkout=False)
+        wdir = self.run_dir / "workers" / ref_safe(batch.id)
+        wdir.mkdir(parents=True, exist_ok=True)
+        assignment = make_assignment(
+            self.project, self.spec, self.plan, self.options, run_id=self.run_id,
+            spec_path=relpath(self.spec.path, self.root), batch_id=batch.id, groups=batch.ids,
+            worktree=wt_path, branch=branch, base=base, result_path=wdir / "result.json",
+            record_dir=wdir)
+        assignment.write(assignment_file(assignment))
+        for gid in batch.ids:
+            g = self.state.groups[gid]
+            g.status, g.branch, g.worktree = Status.RUNNING, assignment.branch, \
+                assignment.worktree
+        self.record.emit({"type": "worker_start", "batch": batch.id, "groups": batch.ids,
+                          "worktree": assignment.worktree, "branch": assignment.branch})
+        return assignment
+
+    def _not_started(self, batch: Batch) -> None:
+        for gid in batch.ids:
+            g = self.state.groups[gid]
+            g.status, g.error = Status.INTERRUPTED, "interrupted before the worker started"
+            g.stop_reason = StopReason.INTERRUPTED
+
+    # -- the end ----------------------------------------------------------------------------
+    def finish(self, interrupted: bool) -> RunState:
+        state = self.state
+        scheduler.settle(state, interrupted)
+        state.status = scheduler.final_status(state, interrupted)
+        state.finished = now_text()
+        progress, position = scheduler.final_position(state, interrupted)
+        save_state(self.state_file, state)
+        # the spec: Execution Summary and status (review only when everything completed)
+        self.record.write_summary(state.finished, status="review"
+                                  if state.status == RunStatus.COMPLETE else None)
+        self.record.update_state_md(
+            status=position, progress=progress, warnings=scheduler.final_warnings(state),
+            when=state.finished,
+            next_step="review the changes, then `agentrun status`" if position == "review"
+            else f"inspect, then `agentrun run {self.spec.id} --resume`")
+        self.record.write_result()
+        if not interrupted:
+            self.record.commit_report()
+        self.record.emit({"type": "run_done", "status": state.status,
+                          "run_dir": str(self.run_dir)})
+        return state

@@ -1,0 +1,124 @@
+"""What a run leaves behind: its events, the execution state, STATE.md, the spec's Execution
+Summary and the commit of those reports.
+
+One object writes them all, so the order of writes (state before STATE.md, summary before the
+commit) is decided in one place and the other parts only say what happened.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from agentrun import workspace
+from agentrun.fsutil import atomic_write_json, atomic_write_text, relpath
+from agentrun.project import Project
+from agentrun.report.execution_state import RunState, save_state
+from agentrun.spec.model import Spec
+
+Event = dict[str, Any]
+EventSink = Callable[[Event], None]
+
+
+def now_text() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+class Recorder:
+    """The run record of one run of `spec` (its `run_dir`) and the project files it updates."""
+
+    def __init__(self, project: Project, spec: Spec, mode: str, run_id: str, run_dir: Path,
+                 state_file: Path, on_event: EventSink | None = None) -> None:
+        self.project = project
+        self.spec = spec
+        self.mode = mode
+        self.run_id = run_id
+        self.run_dir = run_dir
+        self.state_file = state_file
+        self.root = workspace.repo_root(project.root)
+        self.on_event = on_event or (lambda e: None)
+        self.state: RunState | None = None
+        # commit the state even when `.specflow/execution/` is git-ignored (CI: the next
+        # wave's jobs read it from the commit)
+        self.force_state = False
+        self._events: IO[str] | None = None
+
+    # -- events -----------------------------------------------------------------------------
+    def open_events(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._events = open(  # noqa: SIM115 - open for the whole run, closed by close_events
+            self.run_dir / "events.ndjson", "a", encoding="utf-8")
+
+    def close_events(self) -> None:
+        if self._events is not None:
+            self._events.close()
+            self._events = None
+
+    def emit(self, event: Event, record: bool = True) -> None:
+        """Pass an event on; `record=False` for the workers' own progress, which their
+        progress files already hold."""
+        event = {"t": round(time.time(), 3), **event}
+        if record and self._events is not None:
+            self._events.write(json.dumps(event, default=str) + "\n")
+            self._events.flush()
+        self.on_event(event)
+
+    # -- state ------------------------------------------------------------------------------
+    def save(self, progress: str | None = None, status: str | None = None) -> None:
+        """Save the execution state (the resume checkpoint); with `progress` or `status`,
+        STATE.md's Execution Status too."""
+        assert self.state is not None
+        save_state(self.state_file, self.state)
+        if progress or status:
+            self.update_state_md(status=status, progress=progress, when=now_text())
+
+    def update_state_md(self, **values: Any) -> None:
+        from agentrun.report.state_md import StateUpdate, update_state_file
+
+        update_state_file(self.project.state_md, StateUpdate(
+            spec_id=self.spec.id, run_id=self.run_id, mode=self.mode, **values))
+
+    def write_result(self) -> None:
+        assert self.state is not None
+        atomic_write_json(self.run_dir / "result.json", self.state.to_dict())
+
+    def write_summary(self, when: str, status: str | None = None) -> None:
+        """Write the spec's `## Execution Summary` (and `status`), every other byte unchanged."""
+        from agentrun.report.summary import render_summary
+        from agentrun.spec.writeback import set_frontmatter_value, upsert_section
+
+        assert self.state is not None
+        text = self.spec.path.read_text(encoding="utf-8")
+        body = render_summary(self.state, [c.text for c in self.spec.acceptance_criteria], when)
+        new = upsert_section(text, "Execution Summary", body)
+        if status:
+            new = set_frontmatter_value(new, "status", status)
+        if new != text:
+            atomic_write_text(self.spec.path, new)
+
+    def commit_report(self, message: str | None = None) -> None:
+        """Commit the spec summary, STATE.md and execution state (only those paths)."""
+        if self.force_state and self.state_file.exists():
+            workspace.git("add", "-f", "--", relpath(self.state_file, self.root),
+                          cwd=self.root)
+        paths = [relpath(p, self.root)
+                 for p in (self.spec.path, self.project.state_md, self.state_file)
+                 if Path(p).exists()]
+        changed = set(workspace.dirty_paths(self.root, ignore=(".specflow/runs/",)))
+        paths = [p for p in paths if p in changed]
+        if not paths:
+            return
+        workspace.git("add", "--", *paths, cwd=self.root)
+        workspace.git("commit", "-q", "--no-verify", "-m",
+                      message or f"{self.spec.id}: execution summary (run {self.run_id})",
+                      "--", *paths,
+                      cwd=self.root, env=workspace.ensure_identity(self.root) or None)

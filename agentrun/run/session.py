@@ -1,0 +1,79 @@
+"""Around a run: the checks before it starts, the run lock, and the signal handlers.
+
+Shared by a local run and by `agentrun aggregate`, which runs no workers but merges the same
+way and so needs the same guarantees.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from agentrun import workspace
+from agentrun.errors import CannotStart
+from agentrun.fsutil import relpath
+from agentrun.spec.model import Spec
+
+# the run's own files: changes to them never make the tree dirty
+OWN_PATHS = (".specflow/runs/", ".specflow/execution/", ".specflow/STATE.md")
+
+
+def preflight(root: Path, spec: Spec, *, allow_dirty: bool) -> None:
+    """Refuse to start (exit 3) when the repository is not in a state we can work in."""
+    branch = workspace.current_branch(root)
+    if branch is None:
+        raise CannotStart("HEAD is detached; a run merges into a branch",
+                          hint="check out the branch to merge into, e.g. `git switch main`")
+    workspace.head_commit(root)  # CannotStart when there is no commit yet
+    spec_rel = relpath(spec.path, root)
+    dirty = [p for p in workspace.dirty_paths(root, ignore=OWN_PATHS) if p != spec_rel]
+    if dirty and not allow_dirty:
+        shown = ", ".join(dirty[:5]) + (f" and {len(dirty) - 5} more" if len(dirty) > 5
+                                        else "")
+        raise CannotStart(f"uncommitted changes: {shown}",
+                          hint="commit or stash them first, or pass --allow-dirty to run "
+                               "anyway (changes to files the spec touches still refuse)")
+    touched = set(spec.files_to_create) | set(spec.files_to_modify)
+    touched |= {f for g in spec.groups for f in g.files}
+    overlap = sorted(set(dirty) & touched)
+    if overlap:
+        raise CannotStart(f"uncommitted changes to files this spec touches: "
+                          f"{', '.join(overlap)}",
+                          hint="commit or stash them first; a merge could overwrite them")
+
+
+@contextlib.contextmanager
+def run_lock(root: Path, run_id: str) -> Iterator[None]:
+    lock = workspace.RunLock(root, run_id)
+    lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@contextlib.contextmanager
+def cancel_on_signals(cancel: threading.Event,
+                      on_interrupt: Callable[[str], None]) -> Iterator[None]:
+    """SIGINT and SIGTERM set `cancel` (once) and are reported by name; the previous
+    handlers come back afterwards. Off the main thread the caller handles signals."""
+    def handle(signum: int, _frame: object) -> None:
+        if cancel.is_set():
+            return
+        cancel.set()
+        on_interrupt(signal.Signals(signum).name)
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, handle)
+        except ValueError:  # not the main thread
+            break
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,98 @@
+"""Checking what a worker says it did against git, and recording the outcome per group.
+
+A worker's result is a claim: the commits, the files and the status recorded are what git
+shows on its branch since its base, whatever the result file says.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentrun import workspace
+from agentrun.fsutil import atomic_write_json
+from agentrun.protocol import Status, StopReason, WorkerResult
+from agentrun.report.execution_state import RunState
+from agentrun.run.record import Recorder
+
+
+@dataclass
+class Delivery:
+    """A worker's result and where to check it: its work is `base..ref` in this repository."""
+
+    result: WorkerResult
+    ids: list[str]
+    batch: str
+    ref: str
+    base: str
+    record_dir: Path
+    group_branch: str | None = None  # recorded on the groups (local workers set it at start)
+    merge_ref: str | None = None  # merge from this ref instead of the branch the result names
+
+
+def split(total: int, n: int) -> list[int]:
+    """`total` in `n` integer parts that add up to it exactly (the first ones get the rest)."""
+    base, rest = divmod(total, n)
+    return [base + (1 if i < rest else 0) for i in range(n)]
+
+
+class Verifier:
+    def __init__(self, root: Path, state: RunState, record: Recorder,
+                 cancel: threading.Event) -> None:
+        self.root = root
+        self.state = state
+        self.record = record
+        self.cancel = cancel
+
+    def check(self, d: Delivery) -> WorkerResult:
+        """The verified result (its status `failed` for interrupted work); each group of the
+        batch records its share."""
+        result, ids, root = d.result, d.ids, self.root
+        if d.group_branch is not None:
+            for gid in ids:
+                self.state.groups[gid].branch = d.group_branch
+        deviations = list(result.deviations)
+        if sorted(result.groups) != sorted(ids):
+            deviations.append(f"result names groups {result.groups}, assignment was {ids}")
+        if self.cancel.is_set() and result.status != Status.COMPLETE:
+            result.stop_reason = StopReason.INTERRUPTED
+        exists = workspace.resolve_ref(root, d.ref) is not None
+        actual = workspace.commits_since(root, d.base, d.ref) if exists else []
+        _verified, rejected = workspace.verify_commits(
+            root, result.commits, d.ref, d.base, on_branch=actual) \
+            if exists else ([], [f"{c}: {d.ref} does not exist" for c in result.commits])
+        deviations += [f"claimed commit not verified: {r}" for r in rejected]
+        created, modified, deleted = workspace.changed_files(
+            root, d.base, d.ref) if actual else ([], [], [])
+        status = Status(result.status)
+        if result.stop_reason == StopReason.INTERRUPTED and status != Status.COMPLETE:
+            status = Status.INTERRUPTED
+        if status == Status.COMPLETE and not actual:
+            deviations.append("reported complete but committed no changes")
+        result.commits, result.files_created, result.files_modified = actual, created, modified
+        result.files_deleted = deleted
+        result.deviations = deviations
+        share = 1 / len(ids)
+        usage = {k: split(v, len(ids)) for k, v in result.usage.model_dump().items()}
+        for gid in ids:
+            group = self.state.groups[gid]
+            group.status = status
+            group.commits, group.files_created = actual, created
+            group.files_modified, group.files_deleted = modified, deleted
+            group.criteria_met, group.deviations = result.criteria_met, deviations
+            group.error, group.summary = result.error, result.summary
+            group.attempts, group.steps = result.attempts, result.steps
+            group.usage = {k: parts[ids.index(gid)] for k, parts in usage.items()}
+            group.cost_usd = None if result.cost_usd is None else result.cost_usd * share
+            group.duration_s, group.stop_reason = result.duration_s, result.stop_reason
+        result.status = Status.FAILED if status == Status.INTERRUPTED else status
+        atomic_write_json(d.record_dir / "verified-result.json", result.model_dump())
+        self.record.emit({"type": "worker_result", "batch": d.batch, "groups": ids,
+                          "status": status, "error": result.error, "commits": len(actual),
+                          "tokens": sum(result.usage.model_dump().values()),
+                          "cost_usd": result.cost_usd, "stop_reason": result.stop_reason})
+        self.record.save()
+        if d.merge_ref is not None:
+            result.branch = d.merge_ref
+        return result
