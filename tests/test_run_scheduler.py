@@ -31,7 +31,7 @@ def state(**statuses: Status) -> RunState:
 
 
 def wave_of(gid: str):
-    return build_plan(SPEC, mode="orchestrated").wave_of(gid)
+    return next(w for w in build_plan(SPEC, mode="orchestrated").waves if gid in w.groups)
 
 
 @pytest.mark.parametrize("dep_status", [Status.FAILED, Status.BLOCKED, Status.INTERRUPTED,

@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SDK_MODULES = {"anthropic": ["anthropic", "agentrun.providers.anthropic_provider"],
-               "openai": ["openai", "agentrun.providers.openai_provider"]}
+from agentrun.providers.catalog import preload_modules
+
 _CONTEXT = None
 _CONTEXT_LOCK = threading.Lock()
 
@@ -38,7 +38,7 @@ def _make_context(provider: str):
             else "spawn"
         ctx = multiprocessing.get_context(method)
         if method == "forkserver":
-            preload = ["agentrun.preload", *SDK_MODULES.get(provider, [])]
+            preload = ["agentrun.preload", *preload_modules(provider)]
             ctx.set_forkserver_preload(preload)
         _CONTEXT = ctx
     return _CONTEXT
