@@ -14,9 +14,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from clirun import agentrun
 from fake_model_server import FakeModelServer, RecordedRequest, Reply
 from gitutil import init_repo, run_git
-from runkit import STATE_MD, doc, run_agentrun, spec_text
+from runkit import STATE_MD, spec_text
 
 API_KEY = "test-key"
 SPEC = "SPEC-40"
@@ -138,12 +139,12 @@ def test_anthropic_sdk_drives_an_orchestrated_run(tmp_path):
     root = make_project(tmp_path / "project")
     model = GroupModel()
     with FakeModelServer(responder=model) as server:
-        proc = run_agentrun(root, "run", SPEC, "--provider", "anthropic",
-                            "--model", "claude-sonnet-4-6", "--yes", "--json",
-                            env={"ANTHROPIC_BASE_URL": server.anthropic_base_url,
-                                 "ANTHROPIC_API_KEY": API_KEY})
+        proc = agentrun("run", SPEC, "--provider", "anthropic",
+                        "--model", "claude-sonnet-4-6", "--yes", "--json",
+                        env={"ANTHROPIC_BASE_URL": server.anthropic_base_url,
+                             "ANTHROPIC_API_KEY": API_KEY}, cwd=root)
     assert proc.returncode == 0, proc.stderr
-    result = doc(proc)
+    result = proc.json
     assert_every_group_landed(root, result)
     # the workers of each wave ran side by side
     assert model.met == {gid: True for gid, _, _ in GROUPS}
@@ -173,10 +174,10 @@ def test_openai_compatible_server_without_a_key(tmp_path):
     root = make_project(tmp_path / "project")
     model = GroupModel()
     with FakeModelServer(responder=model) as server:
-        proc = run_agentrun(root, "run", SPEC, "--provider", "openai", "--yes", "--json",
-                            env={"OPENAI_BASE_URL": server.openai_base_url})
+        proc = agentrun("run", SPEC, "--provider", "openai", "--yes", "--json",
+                        env={"OPENAI_BASE_URL": server.openai_base_url}, cwd=root)
     assert proc.returncode == 0, proc.stderr
-    result = doc(proc)
+    result = proc.json
     assert_every_group_landed(root, result)
     assert model.met == {gid: True for gid, _, _ in GROUPS}
     assert len(server.requests) == 3 * len(GROUPS)
@@ -205,10 +206,10 @@ def run_single(root: Path, groups: list[tuple[str, list[str], str]]):
     """`--mode single` through the anthropic SDK: write every group's file, then submit."""
     calls = [group_turns(gid, path)[0] for gid, _, path in groups] + [SUBMIT]
     with FakeModelServer(responder=ExecutorModel(calls)) as server:
-        proc = run_agentrun(root, "run", SPEC, "--provider", "anthropic", "--mode", "single",
-                            "--model", "claude-sonnet-4-6", "--yes", "--json",
-                            env={"ANTHROPIC_BASE_URL": server.anthropic_base_url,
-                                 "ANTHROPIC_API_KEY": API_KEY})
+        proc = agentrun("run", SPEC, "--provider", "anthropic", "--mode", "single",
+                        "--model", "claude-sonnet-4-6", "--yes", "--json",
+                        env={"ANTHROPIC_BASE_URL": server.anthropic_base_url,
+                             "ANTHROPIC_API_KEY": API_KEY}, cwd=root)
     return proc, server
 
 
@@ -220,7 +221,7 @@ def test_single_mode_runs_groups_that_depend_on_each_other(tmp_path):
     """
     root = make_project(tmp_path / "project")
     proc, server = run_single(root, GROUPS)
-    result = doc(proc)
+    result = proc.json
     assert result["mode"] == "single"
     assert {g: v["status"] for g, v in result["groups"].items()} == {
         gid: "complete" for gid, _, _ in GROUPS}, proc.stderr
@@ -240,7 +241,7 @@ def test_single_mode_rolls_up_exactly_the_usage_the_model_reported(tmp_path):
     root = make_project(tmp_path / "project", independent)
     proc, server = run_single(root, independent)
     assert proc.returncode == 0, proc.stderr
-    result = doc(proc)
+    result = proc.json
     assert result["mode"] == "single" and result["status"] == "complete"
     calls = len(independent) + 1
     assert len(server.requests) == calls
