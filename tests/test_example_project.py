@@ -1,12 +1,12 @@
 """The bundled example project that `agentrun demo` runs: its own tests, its specs, and the
 demo script the scripted provider replays.
 
-The key check replays the script's file edits through the real file tools the way a run applies
+The replays apply the script's file edits through the real file tools the way a run applies
 them: the groups of one wave each start from the same base in their own copy (as in their own
 worktrees), their changes are merged, and the next wave starts from the merged result. The
-project's tests must pass in every group's copy (the worker's validation) and after the last
-merge. The specs are read by agentrun's own parser and planner, so a spec the tools misread fails
-here too.
+project's tests must pass after SPEC-001 and SPEC-002 land in either order; that they pass in
+every worker's worktree is what tests/test_demo.py proves with a real run. The specs are read by
+agentrun's own parser and planner, so a spec the tools misread fails here too.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def _assert_passes(root: Path, what: str) -> None:
     assert " passed" in proc.stdout
 
 
-def _replay_spec_002(base: Path, work: Path, *, validate: bool) -> Path:
+def _replay_spec_002(base: Path, work: Path) -> Path:
     """Run SPEC-002's groups wave by wave, each from the wave's base; return the merged tree."""
     script = _script()["groups"]
     for n, wave in enumerate(build_plan(_spec("SPEC-002")).waves, start=1):
@@ -119,17 +119,8 @@ def _replay_spec_002(base: Path, work: Path, *, validate: bool) -> Path:
                 target = merged / path
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(tree / path, target)
-            if validate:
-                _assert_passes(tree, f"{gid}'s worktree (wave {n})")
         base = merged
     return base
-
-
-@pytest.fixture(scope="module")
-def spec_002_result(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("demo")
-    base = _copy(EXAMPLE, work / "base")
-    return _replay_spec_002(base, work, validate=True)
 
 
 # -- the example project ------------------------------------------------------------------------
@@ -270,22 +261,18 @@ def test_scripted_provider_replays_the_demo_script():
 # -- replaying the script against the project ---------------------------------------------------
 
 
-def test_replaying_spec_002_wave_by_wave_passes(spec_002_result):
-    _assert_passes(spec_002_result, "the merged result of SPEC-002")
-    for path in _spec("SPEC-002").files_to_create:
-        assert (spec_002_result / path).is_file(), path
-
-
 def test_spec_001_then_spec_002(tmp_path):
     base = _copy(EXAMPLE, tmp_path / "base")
     assert _replay(_script()["agents"]["spec-executor"], base, "spec-executor")
     _assert_passes(base, "SPEC-001's result")
-    final = _replay_spec_002(base, tmp_path, validate=False)
+    final = _replay_spec_002(base, tmp_path)
     _assert_passes(final, "SPEC-001 followed by SPEC-002")
 
 
-def test_spec_002_then_spec_001(spec_002_result, tmp_path):
-    tree = _copy(spec_002_result, tmp_path / "after-002")
+def test_spec_002_then_spec_001(tmp_path):
+    tree = _replay_spec_002(_copy(EXAMPLE, tmp_path / "base"), tmp_path)
+    for path in _spec("SPEC-002").files_to_create:
+        assert (tree / path).is_file(), path
     _replay(_script()["agents"]["spec-executor"], tree, "spec-executor")
     _assert_passes(tree, "SPEC-002 followed by SPEC-001")
     init = (tree / "textkit" / "__init__.py").read_text(encoding="utf-8")
