@@ -1,4 +1,11 @@
-"""Run the `agentrun` CLI as a user does: a fresh process, real arguments, exit codes."""
+"""Run the `agentrun` CLI as a user does: the installed entry point, a fresh process, real
+arguments. Every end-to-end test goes through here, so they all see the same environment.
+
+The environment is the test's own with `CI=1` (plain output, no prompts), without
+`AGENTRUN_DEBUG` (tracebacks would change stderr) and without any model configuration
+(API keys, base URLs, `AGENTRUN_PROVIDER`/`AGENTRUN_MODEL`), so no test reaches a real model by
+accident; `env` adds or overrides variables.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +13,56 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+ENTRY_POINT = Path(sys.executable).with_name("agentrun")
+_DROPPED = ("AGENTRUN_DEBUG", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+            "ANTHROPIC_BASE_URL", "AGENTRUN_PROVIDER", "AGENTRUN_MODEL")
 
 
-def agentrun(*args: str, cwd: Path | None = None, env: dict | None = None,
-             timeout: float = 120) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "CI": "1", **(env or {})}
-    full_env.pop("AGENTRUN_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "agentrun", *args], capture_output=True,
-                          text=True, cwd=cwd, env=full_env, timeout=timeout)
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self) -> Any:
+        """stdout as the one JSON document `--json` promises; fails the test when it is not."""
+        try:
+            return json.loads(self.stdout)
+        except ValueError as exc:
+            raise AssertionError(f"stdout is not JSON (exit {self.returncode}): "
+                                 f"{self.stdout!r}\nstderr: {self.stderr}") from exc
 
 
-def json_of(proc: subprocess.CompletedProcess) -> dict:
-    return json.loads(proc.stdout)
+def cli_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    full = {k: v for k, v in os.environ.items() if k not in _DROPPED}
+    return {**full, "CI": "1", **(env or {})}
+
+
+def _argv(*args: str) -> list[str]:
+    assert ENTRY_POINT.is_file(), f"no {ENTRY_POINT}: install the package (pip install -e .)"
+    return [str(ENTRY_POINT), *args]
+
+
+def agentrun(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+             timeout: float = 180) -> CliResult:
+    """Run `agentrun ARGS` to completion in `cwd`."""
+    proc = subprocess.run(_argv(*args), capture_output=True, text=True, cwd=cwd,
+                          env=cli_env(env), timeout=timeout)
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def start(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start `agentrun ARGS` in the background, for tests that act while it runs."""
+    return subprocess.Popen(_argv(*args), cwd=cwd, env=cli_env(env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 180) -> CliResult:
+    """Wait for a process from `start` and collect what it printed."""
+    out, err = proc.communicate(timeout=timeout)
+    return CliResult(proc.returncode, out, err)

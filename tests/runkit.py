@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -124,28 +120,9 @@ def make_project(root: Path, spec_id: str, spec: str, script: dict[str, Any],
     return root
 
 
-def run_agentrun(root: Path, *args: str, timeout: float = 180,
-                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    full = {**os.environ, "CI": "1", **(env or {})}
-    for var in ("AGENTRUN_DEBUG", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL",
-                "ANTHROPIC_BASE_URL", "AGENTRUN_PROVIDER", "AGENTRUN_MODEL"):
-        if var not in (env or {}):
-            full.pop(var, None)
-    return subprocess.run([sys.executable, "-m", "agentrun", *args], cwd=root, env=full,
-                          capture_output=True, text=True, timeout=timeout)
-
-
 def scripted(*extra: str) -> list[str]:
     return ["--provider", "scripted", "--script", ".specflow/script.yaml", "--yes", "--json",
             *extra]
-
-
-def doc(proc: subprocess.CompletedProcess) -> dict[str, Any]:
-    try:
-        return json.loads(proc.stdout)
-    except ValueError as exc:
-        raise AssertionError(f"stdout is not JSON: {proc.stdout!r}\nstderr: {proc.stderr}") \
-            from exc
 
 
 def log(root: Path, *args: str) -> str:

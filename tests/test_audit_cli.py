@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from clirun import agentrun, json_of
+from clirun import agentrun
 
 SPEC = """---
 id: {id}
@@ -62,7 +62,7 @@ def test_one_spec_approved_writes_history_and_status(tmp_path):
     proc = agentrun("audit", "SPEC-1", "--script", "script.yaml", "--json", cwd=root,
                     env=NO_MODEL)
     assert proc.returncode == 0, proc.stderr
-    doc = json_of(proc)
+    doc = proc.json
     assert doc["ok"] and doc["status"] == "APPROVED" and doc["written"]
     assert doc["audit_version"] == 1 and doc["frontmatter_status"] == "audited"
     est = doc["context_estimate"]
@@ -108,7 +108,7 @@ def test_malformed_verdict_twice_exits_1_with_a_clear_message(tmp_path):
     proc = agentrun("audit", "SPEC-1", "--script", "script.yaml", "--json", cwd=root,
                     env=NO_MODEL)
     assert proc.returncode == 1
-    doc = json_of(proc)
+    doc = proc.json
     assert doc["status"] == "ERROR" and "malformed" in doc["error"]
     assert "malformed" in proc.stderr and "Traceback" not in proc.stderr
     assert (root / ".specflow/specs/SPEC-1.md").read_text() == original
@@ -136,7 +136,7 @@ def test_every_spec_in_parallel_with_one_json_document(tmp_path):
     proc = agentrun("audit", "--script", "script.yaml", "--max-parallel", "3", "--json",
                     cwd=root, env=NO_MODEL)
     assert proc.returncode == 1, proc.stderr
-    doc = json_of(proc)
+    doc = proc.json
     assert [(s["spec"], s["status"]) for s in doc["specs"]] == [
         ("SPEC-1", "APPROVED"), ("SPEC-2", "APPROVED"), ("SPEC-3", "NEEDS_REVISION")]
     assert doc["summary"] == {"total": 3, "approved": 2, "needs_revision": 1,

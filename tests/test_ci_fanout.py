@@ -9,8 +9,9 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from clirun import agentrun
 from gitutil import IDENTITY, run_git
-from runkit import doc, make_project, run_agentrun, scripted, spec_text, submit, writes
+from runkit import make_project, scripted, spec_text, submit, writes
 
 FIVE = [("G1", [], "src/a.py"), ("G2", [], "src/b.py"), ("G3", ["G1", "G2"], "src/c.py"),
         ("G4", ["G1"], "src/d.py"), ("G5", ["G3", "G4"], "src/e.py")]
@@ -50,8 +51,8 @@ def worker_job(origin: Path, tmp_path: Path, spec_id: str, entry: dict, results:
     """One matrix job: its own clone, the worker, then the job pushes the branch."""
     job = clone(origin, tmp_path / f"job-w{entry['wave']}-{entry['batch']}")
     out = results / f"{entry['batch']}.json"
-    proc = run_agentrun(job, "worker", "--spec", spec_id, "--groups", entry["groups"],
-                        "--out", str(out), *MODEL, *extra)
+    proc = agentrun("worker", "--spec", spec_id, "--groups", entry["groups"],
+                    "--out", str(out), *MODEL, *extra, cwd=job)
     if push:
         run_git(job, "push", "-q", "--force", "origin", f"HEAD:refs/heads/{entry['branch']}")
     return proc, out
@@ -62,7 +63,7 @@ def aggregate_job(origin: Path, dest: Path, spec_id: str, results, *extra: str):
     push."""
     agg = clone(origin, dest)
     run_git(agg, "fetch", "-q", "origin", FETCH)
-    proc = run_agentrun(agg, "aggregate", spec_id, *map(str, results), "--json", *extra)
+    proc = agentrun("aggregate", spec_id, *map(str, results), "--json", *extra, cwd=agg)
     if proc.returncode in (0, 1):
         run_git(agg, "push", "-q", "origin", "HEAD:main")
     return agg, proc
@@ -78,10 +79,10 @@ def normalise(text: str) -> str:
 def test_distributed_run_matches_a_local_run(tmp_path):
     origin = bare_origin(tmp_path, "SPEC-30", FIVE, five_script())
     planner = clone(origin, tmp_path / "plan-job")
-    proc = run_agentrun(planner, "plan", "SPEC-30", "--matrix")
+    proc = agentrun("plan", "SPEC-30", "--matrix", cwd=planner)
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.strip().splitlines()) == 1  # one line, for $GITHUB_OUTPUT
-    matrix = json.loads(proc.stdout)
+    matrix = proc.json
     assert matrix["wave_count"] == 3 and matrix["mode"] == "orchestrated"
     assert [[e["groups"] for e in w["include"]] for w in matrix["waves"]] == \
         [["G1", "G2"], ["G3", "G4"], ["G5"]]
@@ -105,7 +106,7 @@ def test_distributed_run_matches_a_local_run(tmp_path):
         agg, proc = aggregate_job(origin, tmp_path / f"aggregate-{number}", "SPEC-30",
                                   sorted(results.iterdir()))
         assert proc.returncode == 0, proc.stderr
-        summary = doc(proc)
+        summary = proc.json
         run_ids.add(summary["run_id"])
         if number < 3:
             assert summary["status"] == "running" and summary["next_wave"] == str(number + 1)
@@ -125,7 +126,7 @@ def test_distributed_run_matches_a_local_run(tmp_path):
 
     local = make_project(tmp_path / "local", "SPEC-30", spec_text("SPEC-30", FIVE),
                          five_script())
-    proc = run_agentrun(local, "run", "SPEC-30", *scripted())
+    proc = agentrun("run", "SPEC-30", *scripted(), cwd=local)
     assert proc.returncode == 0, proc.stderr
     for rel in (".specflow/specs/SPEC-30.md", ".specflow/STATE.md"):
         ci_text, local_text = (final / rel).read_text(), (local / rel).read_text()
@@ -135,8 +136,8 @@ def test_distributed_run_matches_a_local_run(tmp_path):
 
 def test_failed_group_blocks_its_dependents_across_jobs(tmp_path):
     origin = bare_origin(tmp_path, "SPEC-31", THREE, three_script(fail_g1=True))
-    matrix = json.loads(run_agentrun(clone(origin, tmp_path / "plan-job"), "plan", "SPEC-31",
-                                     "--matrix").stdout)
+    matrix = agentrun("plan", "SPEC-31", "--matrix",
+                      cwd=clone(origin, tmp_path / "plan-job")).json
     results1 = tmp_path / "results-1"
     codes = {}
     for entry in matrix["waves"][0]["include"]:
@@ -146,7 +147,7 @@ def test_failed_group_blocks_its_dependents_across_jobs(tmp_path):
     agg, proc = aggregate_job(origin, tmp_path / "aggregate-1", "SPEC-31",
                               sorted(results1.iterdir()), "--events", "-")
     assert proc.returncode == 1, proc.stderr  # a group failed; the run continues
-    first = doc(proc)
+    first = proc.json
     assert first["status"] == "running" and first["next_wave"] == "2"
     assert first["groups"]["G1"]["status"] == "failed"
     assert "compile error" in first["groups"]["G1"]["error"]
@@ -169,7 +170,7 @@ def test_failed_group_blocks_its_dependents_across_jobs(tmp_path):
     agg, proc = aggregate_job(origin, tmp_path / "aggregate-2", "SPEC-31", [out],
                               "--junit", str(junit))
     assert proc.returncode == 1
-    final = doc(proc)
+    final = proc.json
     assert final["status"] == "partial" and final["next_wave"] is None
     assert final["groups"]["G3"]["status"] == "blocked"
     cases = {c.get("name").split(":")[0]: c for c in ET.parse(junit).getroot().iter("testcase")}
@@ -184,8 +185,8 @@ def test_failed_group_blocks_its_dependents_across_jobs(tmp_path):
 
 def test_bad_results_are_refused_before_anything_changes(tmp_path):
     origin = bare_origin(tmp_path, "SPEC-32", THREE, three_script())
-    waves = json.loads(run_agentrun(clone(origin, tmp_path / "plan-job"), "plan", "SPEC-32",
-                                    "--matrix").stdout)["waves"]
+    waves = agentrun("plan", "SPEC-32", "--matrix",
+                     cwd=clone(origin, tmp_path / "plan-job")).json["waves"]
     g1, g2 = waves[0]["include"]
     results = tmp_path / "results"
     proc, g1_out = worker_job(origin, tmp_path, "SPEC-32", g1, results)
@@ -212,7 +213,7 @@ def test_bad_results_are_refused_before_anything_changes(tmp_path):
         ([g1_out, later], ["the results span waves 1, 2"]),
     ]
     for paths, words in cases:
-        proc = run_agentrun(agg, "aggregate", "SPEC-32", *map(str, paths))
+        proc = agentrun("aggregate", "SPEC-32", *map(str, paths), cwd=agg)
         assert proc.returncode == 2, (paths, proc.stderr)
         for word in words:
             assert word in proc.stderr, (word, proc.stderr)
@@ -222,9 +223,9 @@ def test_bad_results_are_refused_before_anything_changes(tmp_path):
     assert not (agg / ".specflow/execution").exists()
 
     # --allow-missing counts the batch without a result as failed, by the failure rules
-    proc = run_agentrun(agg, "aggregate", "SPEC-32", str(g1_out), "--allow-missing", "--json")
+    proc = agentrun("aggregate", "SPEC-32", str(g1_out), "--allow-missing", "--json", cwd=agg)
     assert proc.returncode == 1, proc.stderr
-    groups = doc(proc)["groups"]
+    groups = proc.json["groups"]
     assert groups["G1"]["status"] == "complete"
     assert groups["G2"]["status"] == "failed" and "no result file" in groups["G2"]["error"]
 
@@ -232,14 +233,14 @@ def test_bad_results_are_refused_before_anything_changes(tmp_path):
 def test_worker_refuses_what_it_cannot_run(tmp_path):
     origin = bare_origin(tmp_path, "SPEC-33", THREE, three_script())
     job = clone(origin, tmp_path / "job")
-    proc = run_agentrun(job, "worker", "--spec", "SPEC-33", "--groups", "G3", "--out",
-                        str(tmp_path / "r.json"), *MODEL)
+    proc = agentrun("worker", "--spec", "SPEC-33", "--groups", "G3", "--out",
+                    str(tmp_path / "r.json"), *MODEL, cwd=job)
     assert proc.returncode == 3
     assert "wave 2 needs wave 1 aggregated first" in proc.stderr
-    proc = run_agentrun(job, "worker", "--spec", "SPEC-33", "--groups", "G1,G7", "--out",
-                        str(tmp_path / "r.json"), *MODEL)
+    proc = agentrun("worker", "--spec", "SPEC-33", "--groups", "G1,G7", "--out",
+                    str(tmp_path / "r.json"), *MODEL, cwd=job)
     assert proc.returncode == 2 and "G1,G7 is not a worker batch" in proc.stderr
-    proc = run_agentrun(job, "worker", "--assignment", "a.json", "--spec", "SPEC-33")
+    proc = agentrun("worker", "--assignment", "a.json", "--spec", "SPEC-33", cwd=job)
     assert proc.returncode == 2 and "cannot be combined" in proc.stderr
     assert not (tmp_path / "r.json").exists()
     assert run_git(job, "rev-parse", "--abbrev-ref", "HEAD") == "main"
@@ -249,21 +250,21 @@ def test_worker_refuses_what_it_cannot_run(tmp_path):
 def test_spec_without_groups_is_one_job_and_merges_from_a_local_branch(tmp_path):
     root = make_project(tmp_path / "p", "SPEC-34", spec_text("SPEC-34", []),
                         {"agents": {"spec-executor": writes("hello.py", "print('hi')\n")}})
-    matrix = json.loads(run_agentrun(root, "plan", "SPEC-34", "--matrix").stdout)
+    matrix = agentrun("plan", "SPEC-34", "--matrix", cwd=root).json
     assert matrix["mode"] == "single" and matrix["wave_count"] == 1
     assert matrix["waves"] == [{"include": [{"wave": 1, "label": "1", "batch": "single",
                                              "groups": "single",
                                              "branch": "agentrun/SPEC-34/single"}]}]
     # the worker and the aggregate in one repository: the branch is a local one, no remote
     out = tmp_path / "single.json"
-    proc = run_agentrun(root, "worker", "--spec", "SPEC-34", "--groups", "single", "--out",
-                        str(out), *MODEL)
+    proc = agentrun("worker", "--spec", "SPEC-34", "--groups", "single", "--out",
+                    str(out), *MODEL, cwd=root)
     assert proc.returncode == 0, proc.stderr
     assert run_git(root, "rev-parse", "--abbrev-ref", "HEAD") == "agentrun/SPEC-34/single"
     run_git(root, "switch", "-q", "main")
-    proc = run_agentrun(root, "aggregate", "SPEC-34", str(out), "--json")
+    proc = agentrun("aggregate", "SPEC-34", str(out), "--json", cwd=root)
     assert proc.returncode == 0, proc.stderr
-    result = doc(proc)
+    result = proc.json
     assert result["mode"] == "single" and result["status"] == "complete"
     assert (root / "hello.py").read_text() == "print('hi')\n"
     assert "status: review" in (root / ".specflow/specs/SPEC-34.md").read_text()

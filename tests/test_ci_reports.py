@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from runkit import doc, make_project, run_agentrun, scripted, spec_text, submit, writes
+from clirun import agentrun, finish, start
+from runkit import make_project, scripted, spec_text, submit, writes
 
 from agentrun.audit.static import static_audit
 from agentrun.report.execution_state import GroupState, RunState, WaveState
@@ -146,15 +144,11 @@ def test_run_writes_junit_events_and_github_reports(tmp_path):
                          "G3": writes("three.txt", "3\n")}}
     root = make_project(tmp_path / "p", "SPEC-45", spec_text("SPEC-45", THREE), script)
     summary, events = tmp_path / "summary.md", tmp_path / "events.ndjson"
-    env = {**os.environ, "CI": "1", "GITHUB_ACTIONS": "true",
-           "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_SERVER_URL": "https://github.example",
-           "GITHUB_REPOSITORY": "o/r"}
-    env.pop("AGENTRUN_DEBUG", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentrun", "run", "SPEC-45",
-         *scripted("--max-retries", "0", "--junit", str(tmp_path / "junit.xml"),
-                   "--events", str(events))],
-        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary),
+           "GITHUB_SERVER_URL": "https://github.example", "GITHUB_REPOSITORY": "o/r"}
+    proc = start("run", "SPEC-45", *scripted("--max-retries", "0", "--junit",
+                                             str(tmp_path / "junit.xml"), "--events", str(events)),
+                 cwd=root, env=env)
     seen_live = False
     deadline = time.monotonic() + 60
     while proc.poll() is None and time.monotonic() < deadline:
@@ -162,10 +156,11 @@ def test_run_writes_junit_events_and_github_reports(tmp_path):
             seen_live = proc.poll() is None  # written while the run still goes on
             break
         time.sleep(0.05)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 1, err
+    done = finish(proc, timeout=120)
+    assert done.returncode == 1, done.stderr
     assert seen_live
-    result = json.loads(out)  # --json stays one document: annotations went to stderr
+    result = done.json  # --json stays one document: annotations went to stderr
+    err = done.stderr
 
     lines = [json.loads(line) for line in events.read_text().splitlines()]
     assert lines[0]["type"] == "run_start" and lines[-1]["type"] == "run_done"
@@ -194,12 +189,12 @@ def test_run_writes_junit_events_and_github_reports(tmp_path):
 def test_bad_events_target_is_bad_input(tmp_path):
     root = make_project(tmp_path / "p", "SPEC-46", spec_text("SPEC-46", THREE[:2]),
                         {"groups": {"G1": writes("one.txt", "1"), "G2": writes("two.txt", "2")}})
-    proc = run_agentrun(root, "run", "SPEC-46",
-                        *scripted("--events", str(tmp_path / "no/such/dir/e.ndjson")))
+    proc = agentrun("run", "SPEC-46",
+                    *scripted("--events", str(tmp_path / "no/such/dir/e.ndjson")), cwd=root)
     assert proc.returncode == 2 and "cannot write events" in proc.stderr
     assert "--events" in proc.stderr
-    ok = run_agentrun(root, "run", "SPEC-46", *scripted("--events", "-"))
+    ok = agentrun("run", "SPEC-46", *scripted("--events", "-"), cwd=root)
     assert ok.returncode == 0, ok.stderr
     streamed = [json.loads(x) for x in ok.stderr.splitlines() if x.startswith("{")]
     assert streamed[0]["type"] == "run_start" and streamed[-1]["type"] == "run_done"
-    assert doc(ok)["status"] == "complete"
+    assert ok.json["status"] == "complete"

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from clirun import agentrun, json_of
+from clirun import agentrun
 
 from agentrun.resources import packaged_dir
 
@@ -25,7 +23,7 @@ def example(tmp_path: Path) -> Path:
 def test_plan_example_multiwave_is_orchestrated(example):
     proc = agentrun("plan", ".specflow/specs/SPEC-002.md", "--json", cwd=example)
     assert proc.returncode == 0, proc.stderr
-    plan = json_of(proc)["plan"]
+    plan = proc.json["plan"]
     assert plan["mode"] == "orchestrated"
     assert len(plan["waves"]) == 3
     assert len(plan["waves"][0]["groups"]) >= 2
@@ -41,7 +39,7 @@ def test_plan_human_output_names_mode_and_waves(example):
 def test_plan_without_spec_uses_active_spec(example):
     proc = agentrun("plan", "--json", cwd=example)
     assert proc.returncode == 0, proc.stderr
-    active = json_of(proc)["spec"]["id"]
+    active = proc.json["spec"]["id"]
     assert active in (p.stem for p in (example / ".specflow/specs").glob("*.md"))
 
 
@@ -56,7 +54,7 @@ def test_plan_without_spec_and_no_active_spec_is_clear(tmp_path):
 
 def test_mode_override(example):
     proc = agentrun("plan", "SPEC-002", "--mode", "single", "--json", cwd=example)
-    plan = json_of(proc)["plan"]
+    plan = proc.json["plan"]
     assert plan["mode"] == "single" and plan["detected_mode"] == "orchestrated"
     bad = agentrun("plan", "SPEC-002", "--mode", "parallel", cwd=example)
     assert bad.returncode == 2 and "--mode" in bad.stderr
@@ -95,7 +93,7 @@ def test_cycle_prints_the_chain(tmp_path):
     assert "G2 -> G4 -> G3 -> G2" in proc.stderr and "Traceback" not in proc.stderr
     audit = agentrun("audit", str(spec), "--static", "--json", cwd=tmp_path)
     assert audit.returncode == 1
-    findings = json_of(audit)["findings"]
+    findings = audit.json["findings"]
     assert any(f["severity"] == "critical" and "G2 -> G4 -> G3 -> G2" in f["message"]
                for f in findings)
 
@@ -127,14 +125,14 @@ def test_unreadable_specs_exit_2_with_a_message(tmp_path, make, words):
 def test_json_error_document(tmp_path):
     proc = agentrun("plan", str(tmp_path / "nope.md"), "--json", cwd=tmp_path)
     assert proc.returncode == 2
-    doc = json_of(proc)
+    doc = proc.json
     assert doc["ok"] is False and doc["error"]["exit_code"] == 2
 
 
 def test_audit_static_example_specs_pass(example):
     proc = agentrun("audit", "--static", "--json", cwd=example)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    doc = json_of(proc)
+    doc = proc.json
     assert doc["summary"]["total"] >= 2 and doc["summary"]["critical"] == 0
 
 
@@ -165,7 +163,7 @@ def test_audit_static_scope_check_needs_decomposition(tmp_path):
                     "## Acceptance Criteria\n\n- [ ] ok\n")
     proc = agentrun("audit", str(spec), "--static", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    doc = json_of(proc)
+    doc = proc.json
     assert doc["verdict"] == "NEEDS_DECOMPOSITION"
     assert any(f["code"] == "needs-decomposition" for f in doc["findings"])
 
@@ -174,13 +172,13 @@ def test_init_scaffolds_without_overwriting(tmp_path):
     (tmp_path / ".gitignore").write_text("node_modules/")
     proc = agentrun("init", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    created = set(json_of(proc)["created"])
+    created = set(proc.json["created"])
     assert {".specflow/PROJECT.md", ".specflow/STATE.md", ".specflow/config.yaml",
             ".specflow/specs"} <= created
     assert (tmp_path / ".gitignore").read_text() == "node_modules/\n.specflow/runs/\n"
     (tmp_path / ".specflow/PROJECT.md").write_text("mine")
     again = agentrun("init", "--json", cwd=tmp_path)
-    assert json_of(again)["created"] == []
+    assert again.json["created"] == []
     assert (tmp_path / ".specflow/PROJECT.md").read_text() == "mine"
     assert (tmp_path / ".gitignore").read_text().count(".specflow/runs/") == 1
 
@@ -189,18 +187,11 @@ def test_init_scaffolds_without_overwriting(tmp_path):
                                   ["audit", "--static", "--json"], ["init", "--json"],
                                   ["status", "--json"]])
 def test_light_commands_do_not_import_model_sdks(example, args):
-    code = ("import sys, runpy\n"
-            f"sys.argv = ['agentrun', *{args!r}]\n"
-            "try:\n"
-            "    runpy.run_module('agentrun', run_name='__main__')\n"
-            "except SystemExit:\n"
-            "    pass\n"
-            "bad = [m for m in ('anthropic', 'openai') if m in sys.modules]\n"
-            "sys.stderr.write('SDKS=' + ','.join(bad))\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=example, capture_output=True,
-                          text=True, timeout=60)
-    assert "SDKS=" in proc.stderr, proc.stderr
-    assert proc.stderr.rsplit("SDKS=", 1)[1].strip() == ""
+    proc = agentrun(*args, cwd=example, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "agentrun.cli.app" in imported, proc.stderr[-2000:]  # the log is complete
+    assert {m.split(".")[0] for m in imported} & {"anthropic", "openai"} == set()
 
 
 def test_audit_junit_and_github_summary(example, tmp_path):

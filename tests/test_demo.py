@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from clirun import agentrun
 from gitutil import run_git
 
@@ -12,7 +10,7 @@ def test_demo_runs_the_example_end_to_end(tmp_path):
     target = tmp_path / "demo"
     proc = agentrun("demo", "--dir", str(target), "--json", timeout=300)
     assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    result = proc.json
     assert result["status"] == "complete" and result["mode"] == "orchestrated"
     assert len(result["groups"]) >= 5
     merges = run_git(target, "log", "--merges", "--format=%s").splitlines()

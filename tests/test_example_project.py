@@ -1,17 +1,17 @@
 """The bundled example project that `agentrun demo` runs: its own tests, its specs, and the
 demo script the scripted provider replays.
 
-The key check replays the script's file edits the way a run applies them: the groups of one
-wave each start from the same base in their own copy (as in their own worktrees), their changes
-are merged, and the next wave starts from the merged result. The project's tests must pass in
-every group's copy (the worker's validation) and after the last merge.
+The replays apply the script's file edits through the real file tools the way a run applies
+them: the groups of one wave each start from the same base in their own copy (as in their own
+worktrees), their changes are merged, and the next wave starts from the merged result. The
+project's tests must pass after SPEC-001 and SPEC-002 land in either order; that they pass in
+every worker's worktree is what tests/test_demo.py proves with a real run. The specs are read by
+agentrun's own parser and planner, so a spec the tools misread fails here too.
 """
 
 from __future__ import annotations
 
-import graphlib
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -24,111 +24,33 @@ from agentrun.audit.static import static_audit
 from agentrun.plan import build_plan
 from agentrun.providers.base import Request
 from agentrun.providers.scripted import ScriptedProvider
-from agentrun.spec import load_spec
+from agentrun.spec import Spec, load_spec
+from agentrun.tools.base import ToolContext
+from agentrun.tools.registry import Toolset, tool_specs
 
 EXAMPLE = Path(__file__).resolve().parents[1] / ".specflow-example"
 SPECS = EXAMPLE / ".specflow" / "specs"
 SCRIPT = EXAMPLE / ".specflow" / "demo-script.yaml"
 
-# tool name -> (required argument names, optional argument names)
-TOOLS: dict[str, tuple[set[str], set[str]]] = {
-    "read_file": ({"path"}, {"offset", "limit"}),
-    "write_file": ({"path", "content"}, set()),
-    "edit_file": ({"path", "old", "new"}, set()),
-    "list_files": (set(), {"path", "pattern"}),
-    "search_files": ({"pattern"}, {"path", "glob"}),
-    "run_command": ({"command"}, {"timeout_s"}),
-    "spawn_subagent": ({"agent", "task"}, {"context", "tools", "max_steps"}),
-    "check_token_budget": (set(), set()),
-    "submit_result": ({"status", "summary", "criteria_met", "deviations"}, {"error"}),
-}
+# tool name -> (required argument names, every argument name), from the tools' own schemas
+TOOLS = {t.name: (set(t.parameters.get("required", [])), set(t.parameters["properties"]))
+         for t in tool_specs()}
+FILE_TOOLS = ["read_file", "write_file", "edit_file", "list_files", "search_files"]
 WRITES = {"write_file", "edit_file"}
 USAGE_KEYS = {"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"}
 
 
-# -- reading the specs (fence-aware, independent of agentrun's own parser) ----------------------
+def _spec(name: str) -> Spec:
+    return load_spec(SPECS / f"{name}.md")
 
 
-def _unfenced_lines(text: str) -> list[str]:
-    """The lines of `text` with everything inside ``` / ~~~ fences blanked out."""
-    out, fence = [], None
-    for line in text.splitlines():
-        stripped = line.strip()
-        marker = stripped[:3]
-        if fence is None and marker in ("```", "~~~"):
-            fence = marker
-            out.append("")
-        elif fence is not None:
-            if stripped.startswith(fence) and stripped.strip(fence[0]) == "":
-                fence = None
-            out.append("")
-        else:
-            out.append(line)
-    return out
+def _criteria(name: str) -> list[str]:
+    return [c.text for c in _spec(name).acceptance_criteria]
 
 
-def _section(text: str, title: str) -> list[str]:
-    """The unfenced lines of the `## title` section."""
-    lines = _unfenced_lines(text)
-    starts = [i for i, line in enumerate(lines) if line.strip() == f"## {title}"]
-    assert len(starts) == 1, f"expected one '## {title}' outside code fences, found {len(starts)}"
-    body = []
-    for line in lines[starts[0] + 1:]:
-        if line.startswith("## "):
-            break
-        body.append(line)
-    return body
-
-
-def _criteria(spec: str) -> list[str]:
-    body = _section((SPECS / spec).read_text(encoding="utf-8"), "Acceptance Criteria")
-    return [m.group(1) for line in body if (m := re.match(r"- \[ \] (.+)$", line))]
-
-
-def _files_under(spec: str, heading: str) -> list[str]:
-    body = _section((SPECS / spec).read_text(encoding="utf-8"), "Requirements")
-    found, inside = [], False
-    for line in body:
-        if line.startswith("### "):
-            inside = line.strip() == f"### {heading}"
-        elif inside:
-            found += re.findall(r"`([^`\s]+\.\w+)`", line)
-    return found
-
-
-def _task_groups() -> dict[str, dict]:
-    """SPEC-002's `### Task Groups` table: id -> {wave, deps, files}."""
-    body = _section((SPECS / "SPEC-002.md").read_text(encoding="utf-8"), "Implementation Tasks")
-    groups, inside = {}, False
-    for line in body:
-        if line.startswith("### "):
-            inside = line.strip() == "### Task Groups"
-            continue
-        if not inside or not line.startswith("|"):
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells[0] == "Group" or set(cells[0]) <= {"-", ":"}:
-            continue
-        gid, wave, tasks, deps = cells[:4]
-        groups[gid] = {
-            "wave": int(wave),
-            "deps": [] if deps in ("—", "-", "--", "None", "") else
-            [d.strip() for d in deps.split(",")],
-            "files": re.findall(r"`([^`]+)`", tasks),
-        }
-    return groups
-
-
-def _waves(groups: dict[str, dict]) -> list[list[str]]:
-    """Topological layers of the dependency graph."""
-    sorter = graphlib.TopologicalSorter({g: info["deps"] for g, info in groups.items()})
-    sorter.prepare()
-    layers = []
-    while sorter.is_active():
-        ready = sorted(sorter.get_ready())
-        layers.append(ready)
-        sorter.done(*ready)
-    return layers
+def _declared_files(name: str) -> set[str]:
+    spec = _spec(name)
+    return set(spec.files_to_create + spec.files_to_modify)
 
 
 # -- the script and its replay ------------------------------------------------------------------
@@ -147,29 +69,19 @@ def _written(turns: list[dict]) -> set[str]:
 
 
 def _replay(turns: list[dict], root: Path, who: str) -> set[str]:
-    """Apply the script's file effects under `root`; return the paths written.
-
-    Reads, listings and searches must name paths that exist at that point; an edit's `old`
-    must occur exactly once, as the edit_file tool requires.
-    """
+    """Run the script's file tool calls under `root` with the real tools; return the paths
+    written. Every call must succeed as it would in a run (reads of existing paths, edits whose
+    `old` occurs exactly once). Commands, budget checks and the submission are the loop's
+    business and are skipped; the project's tests are run separately."""
+    tools = Toolset(ToolContext(root=root), FILE_TOOLS)
     written = set()
     for call in _calls(turns):
         name, args = call["name"], call.get("arguments") or {}
-        path = root / args["path"] if "path" in args else root
-        if name == "read_file":
-            assert path.is_file(), f"{who}: read_file of missing {args['path']}"
-        elif name in ("list_files", "search_files"):
-            assert path.is_dir(), f"{who}: {name} of missing directory {args.get('path')}"
-        elif name == "write_file":
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(args["content"], encoding="utf-8")
-            written.add(args["path"])
-        elif name == "edit_file":
-            assert path.is_file(), f"{who}: edit_file of missing {args['path']}"
-            text = path.read_text(encoding="utf-8")
-            count = text.count(args["old"])
-            assert count == 1, f"{who}: edit_file old {args['old']!r} matches {count} times"
-            path.write_text(text.replace(args["old"], args["new"]), encoding="utf-8")
+        if name not in FILE_TOOLS:
+            continue
+        result = tools.call(name, args)
+        assert not result.is_error, f"{who}: {name}({args.get('path')}): {result.content}"
+        if name in WRITES:
             written.add(args["path"])
     return written
 
@@ -193,13 +105,13 @@ def _assert_passes(root: Path, what: str) -> None:
     assert " passed" in proc.stdout
 
 
-def _replay_spec_002(base: Path, work: Path, *, validate: bool) -> Path:
+def _replay_spec_002(base: Path, work: Path) -> Path:
     """Run SPEC-002's groups wave by wave, each from the wave's base; return the merged tree."""
-    groups, script = _task_groups(), _script()["groups"]
-    for n, wave in enumerate(_waves(groups), start=1):
+    script = _script()["groups"]
+    for n, wave in enumerate(build_plan(_spec("SPEC-002")).waves, start=1):
         merged = _copy(base, work / f"wave{n}-merged")
         owners: dict[str, str] = {}
-        for gid in wave:
+        for gid in wave.groups:
             tree = _copy(base, work / f"wave{n}-{gid}")
             for path in sorted(_replay(script[gid], tree, gid)):
                 assert path not in owners, f"{gid} and {owners[path]} both change {path}"
@@ -207,17 +119,8 @@ def _replay_spec_002(base: Path, work: Path, *, validate: bool) -> Path:
                 target = merged / path
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(tree / path, target)
-            if validate:
-                _assert_passes(tree, f"{gid}'s worktree (wave {n})")
         base = merged
     return base
-
-
-@pytest.fixture(scope="module")
-def spec_002_result(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("demo")
-    base = _copy(EXAMPLE, work / "base")
-    return _replay_spec_002(base, work, validate=True)
 
 
 # -- the example project ------------------------------------------------------------------------
@@ -229,9 +132,9 @@ def test_example_test_suite_passes(tmp_path):
 
 def test_example_has_specflow_files():
     flow = EXAMPLE / ".specflow"
-    state = (flow / "STATE.md").read_text(encoding="utf-8")
+    state = (flow / "STATE.md").read_text(encoding="utf-8").splitlines()
     for heading in ("Current Position", "Execution Status", "Queue", "Decisions", "Warnings"):
-        assert _section(state, heading) is not None
+        assert f"## {heading}" in state
     assert "- **Active Specification:** SPEC-002" in state
     assert "python -m pytest -q" in (flow / "PROJECT.md").read_text(encoding="utf-8")
     config = yaml.safe_load((flow / "config.yaml").read_text(encoding="utf-8"))
@@ -244,48 +147,34 @@ def test_example_has_specflow_files():
 
 
 def test_specs_have_the_expected_shape():
-    for spec, complexity in (("SPEC-001.md", "small"), ("SPEC-002.md", "large")):
-        text = (SPECS / spec).read_text(encoding="utf-8")
-        front = yaml.safe_load(text.split("---\n")[1])
-        assert front["id"] == spec[:-3]
-        assert front["status"] == "audited"
-        assert front["complexity"] == complexity
-        assert _criteria(spec)
-        assert "### Audit v1 (" in text and "**Status:** APPROVED" in text
-    spec_001 = (SPECS / "SPEC-001.md").read_text(encoding="utf-8")
-    assert "## Implementation Tasks" not in spec_001
+    for name, complexity in (("SPEC-001", "small"), ("SPEC-002", "large")):
+        spec = _spec(name)
+        assert (spec.id, spec.status, spec.complexity) == (name, "audited", complexity)
+        assert spec.acceptance_criteria
+        assert "### Audit v1 (" in spec.text and "**Status:** APPROVED" in spec.text
+        audit = static_audit(spec)
+        assert audit.verdict == "PASSED", [f.message for f in audit.findings]
+        assert not audit.findings, [f.message for f in audit.findings]
+    assert _spec("SPEC-001").groups == []
+    assert build_plan(_spec("SPEC-001")).mode == "single"
     # SPEC-002 carries an example task table and heading inside a fence, which parsers ignore.
-    spec_002 = (SPECS / "SPEC-002.md").read_text(encoding="utf-8")
-    assert spec_002.count("## Implementation Tasks") == 2
-    assert "| G7 |" in spec_002 and "G7" not in _task_groups()
+    spec_002 = _spec("SPEC-002")
+    assert spec_002.text.count("## Implementation Tasks") == 2
+    assert "| G7 |" in spec_002.text and [g.id for g in spec_002.groups] == [
+        "G1", "G2", "G3", "G4", "G5", "G6"]
 
 
 def test_spec_002_has_three_waves_with_parallelism():
-    groups = _task_groups()
-    waves = _waves(groups)
-    assert len(waves) == 3
-    assert len(waves[0]) >= 2 and any(len(w) >= 2 for w in waves[1:])
-    for n, wave in enumerate(waves, start=1):
-        for gid in wave:
-            assert groups[gid]["wave"] == n, f"{gid}: declared wave differs from computed"
-        declared = [f for gid in wave for f in groups[gid]["files"]]
-        assert len(declared) == len(set(declared)), f"wave {n}: groups declare the same file"
-
-
-def test_agentrun_reads_the_specs_as_intended():
-    """The real parser, planner and static audit agree with the table read above."""
-    spec_002 = load_spec(SPECS / "SPEC-002.md")
-    plan = build_plan(spec_002)
-    assert plan.mode == "orchestrated"
-    assert plan.layers == _waves(_task_groups())
+    spec = _spec("SPEC-002")
+    plan = build_plan(spec)
+    assert plan.mode == "orchestrated" and not plan.findings
+    assert plan.layers == [["G1", "G2", "G3"], ["G4", "G5"], ["G6"]]
     assert [w.groups for w in plan.waves] == plan.layers  # no file overlap splits a wave
-    assert {g.id: sorted(g.files) for g in spec_002.groups} == {
-        gid: sorted(info["files"]) for gid, info in _task_groups().items()}
-    assert build_plan(load_spec(SPECS / "SPEC-001.md")).mode == "single"
-    for name in ("SPEC-001.md", "SPEC-002.md"):
-        audit = static_audit(load_spec(SPECS / name))
-        assert audit.verdict == "PASSED", [f.message for f in audit.findings]
-        assert not audit.findings, [f.message for f in audit.findings]
+    for n, wave in enumerate(plan.layers, start=1):
+        for gid in wave:
+            assert spec.group(gid).declared_wave == n, f"{gid}: declared wave differs"
+        declared = [f for gid in wave for f in spec.group(gid).files]
+        assert len(declared) == len(set(declared)), f"wave {n}: groups declare the same file"
 
 
 # -- the demo script ----------------------------------------------------------------------------
@@ -302,7 +191,7 @@ def test_script_top_level():
     script = _script()
     assert set(script) == {"agents", "groups"}
     assert set(script["agents"]) == {"spec-executor"}
-    assert set(script["groups"]) == set(_task_groups())
+    assert set(script["groups"]) == {g.id for g in _spec("SPEC-002").groups}
 
 
 @pytest.mark.parametrize("key", sorted(_all_lists()))
@@ -319,9 +208,9 @@ def test_script_turns_are_well_formed(key):
         assert 100 <= usage["output_tokens"] <= 900, where
         for call in turn["tool_calls"]:
             assert call["name"] in TOOLS, f"{where}: unknown tool {call['name']}"
-            required, optional = TOOLS[call["name"]]
+            required, known = TOOLS[call["name"]]
             args = call.get("arguments") or {}
-            assert required <= set(args) <= required | optional, f"{where}: {call['name']} {args}"
+            assert required <= set(args) <= known, f"{where}: {call['name']} {args}"
             for name in ("path", "content", "old", "new", "command", "pattern"):
                 if name in args:
                     assert isinstance(args[name], str) and args[name], f"{where}: {name}"
@@ -332,8 +221,8 @@ def test_script_turns_are_well_formed(key):
 
 
 def test_submitted_results_name_real_criteria():
-    criteria = {"agents.spec-executor": _criteria("SPEC-001.md")}
-    criteria.update({f"groups.{g}": _criteria("SPEC-002.md") for g in _task_groups()})
+    criteria = {"agents.spec-executor": _criteria("SPEC-001")}
+    criteria.update({f"groups.{g.id}": _criteria("SPEC-002") for g in _spec("SPEC-002").groups})
     claimed_002 = set()
     for key, turns in _all_lists().items():
         args = turns[-1]["tool_calls"][-1]["arguments"]
@@ -347,19 +236,16 @@ def test_submitted_results_name_real_criteria():
             claimed_002.update(args["criteria_met"])
         else:
             assert set(args["criteria_met"]) == set(criteria[key])
-    assert claimed_002 == set(_criteria("SPEC-002.md"))
+    assert claimed_002 == set(_criteria("SPEC-002"))
 
 
 def test_each_writer_stays_within_its_declared_files():
-    script, groups = _script(), _task_groups()
+    script, spec_002 = _script(), _spec("SPEC-002")
     for gid, turns in script["groups"].items():
-        assert _written(turns) == set(groups[gid]["files"]), gid
-    spec_001_files = set(_files_under("SPEC-001.md", "Files to Create")
-                         + _files_under("SPEC-001.md", "Files to Modify"))
-    assert _written(script["agents"]["spec-executor"]) == spec_001_files
-    spec_002_files = set(_files_under("SPEC-002.md", "Files to Create")
-                         + _files_under("SPEC-002.md", "Files to Modify"))
-    assert set().union(*(_written(t) for t in script["groups"].values())) == spec_002_files
+        assert _written(turns) == set(spec_002.group(gid).files), gid
+    assert _written(script["agents"]["spec-executor"]) == _declared_files("SPEC-001")
+    assert (set().union(*(_written(t) for t in script["groups"].values()))
+            == _declared_files("SPEC-002"))
 
 
 def test_scripted_provider_replays_the_demo_script():
@@ -375,22 +261,18 @@ def test_scripted_provider_replays_the_demo_script():
 # -- replaying the script against the project ---------------------------------------------------
 
 
-def test_replaying_spec_002_wave_by_wave_passes(spec_002_result):
-    _assert_passes(spec_002_result, "the merged result of SPEC-002")
-    for path in _files_under("SPEC-002.md", "Files to Create"):
-        assert (spec_002_result / path).is_file(), path
-
-
 def test_spec_001_then_spec_002(tmp_path):
     base = _copy(EXAMPLE, tmp_path / "base")
     assert _replay(_script()["agents"]["spec-executor"], base, "spec-executor")
     _assert_passes(base, "SPEC-001's result")
-    final = _replay_spec_002(base, tmp_path, validate=False)
+    final = _replay_spec_002(base, tmp_path)
     _assert_passes(final, "SPEC-001 followed by SPEC-002")
 
 
-def test_spec_002_then_spec_001(spec_002_result, tmp_path):
-    tree = _copy(spec_002_result, tmp_path / "after-002")
+def test_spec_002_then_spec_001(tmp_path):
+    tree = _replay_spec_002(_copy(EXAMPLE, tmp_path / "base"), tmp_path)
+    for path in _spec("SPEC-002").files_to_create:
+        assert (tree / path).is_file(), path
     _replay(_script()["agents"]["spec-executor"], tree, "spec-executor")
     _assert_passes(tree, "SPEC-002 followed by SPEC-001")
     init = (tree / "textkit" / "__init__.py").read_text(encoding="utf-8")

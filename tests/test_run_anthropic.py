@@ -14,9 +14,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from clirun import agentrun
 from fake_model_server import FakeModelServer, RecordedRequest, Reply
 from gitutil import init_repo, run_git
-from runkit import STATE_MD, doc, run_agentrun, spec_text
+from runkit import STATE_MD, spec_text
 
 API_KEY = "test-key"
 SPEC = "SPEC-40"
@@ -138,12 +139,12 @@ def test_anthropic_sdk_drives_an_orchestrated_run(tmp_path):
     root = make_project(tmp_path / "project")
     model = GroupModel()
     with FakeModelServer(responder=model) as server:
-        proc = run_agentrun(root, "run", SPEC, "--provider", "anthropic",
-                            "--model", "claude-sonnet-4-6", "--yes", "--json",
-                            env={"ANTHROPIC_BASE_URL": server.anthropic_base_url,
-                                 "ANTHROPIC_API_KEY": API_KEY})
+        proc = agentrun("run", SPEC, "--provider", "anthropic",
+                        "--model", "claude-sonnet-4-6", "--yes", "--json",
+                        env={"ANTHROPIC_BASE_URL": server.anthropic_base_url,
+                             "ANTHROPIC_API_KEY": API_KEY}, cwd=root)
     assert proc.returncode == 0, proc.stderr
-    result = doc(proc)
+    result = proc.json
     assert_every_group_landed(root, result)
     # the workers of each wave ran side by side
     assert model.met == {gid: True for gid, _, _ in GROUPS}
@@ -173,10 +174,10 @@ def test_openai_compatible_server_without_a_key(tmp_path):
     root = make_project(tmp_path / "project")
     model = GroupModel()
     with FakeModelServer(responder=model) as server:
-        proc = run_agentrun(root, "run", SPEC, "--provider", "openai", "--yes", "--json",
-                            env={"OPENAI_BASE_URL": server.openai_base_url})
+        proc = agentrun("run", SPEC, "--provider", "openai", "--yes", "--json",
+                        env={"OPENAI_BASE_URL": server.openai_base_url}, cwd=root)
     assert proc.returncode == 0, proc.stderr
-    result = doc(proc)
+    result = proc.json
     assert_every_group_landed(root, result)
     assert model.met == {gid: True for gid, _, _ in GROUPS}
     assert len(server.requests) == 3 * len(GROUPS)
@@ -205,43 +206,32 @@ def run_single(root: Path, groups: list[tuple[str, list[str], str]]):
     """`--mode single` through the anthropic SDK: write every group's file, then submit."""
     calls = [group_turns(gid, path)[0] for gid, _, path in groups] + [SUBMIT]
     with FakeModelServer(responder=ExecutorModel(calls)) as server:
-        proc = run_agentrun(root, "run", SPEC, "--provider", "anthropic", "--mode", "single",
-                            "--model", "claude-sonnet-4-6", "--yes", "--json",
-                            env={"ANTHROPIC_BASE_URL": server.anthropic_base_url,
-                                 "ANTHROPIC_API_KEY": API_KEY})
+        proc = agentrun("run", SPEC, "--provider", "anthropic", "--mode", "single",
+                        "--model", "claude-sonnet-4-6", "--yes", "--json",
+                        env={"ANTHROPIC_BASE_URL": server.anthropic_base_url,
+                             "ANTHROPIC_API_KEY": API_KEY}, cwd=root)
     return proc, server
 
 
 def test_single_mode_runs_groups_that_depend_on_each_other(tmp_path):
-    """`--mode single` on a two-wave spec: one executor does all four groups in order.
+    """`--mode single` on a two-wave spec: one executor does all four groups in order, and the
+    run's usage is exactly what the server reported.
 
     G3 depends on G1 and both are in the one single-mode batch; a dependency inside the batch
     must not block it (it once did: "dependency G1, G2 did not complete", nothing ran).
+    5 calls of 50 cache reads shared by 4 groups do not divide evenly: rounding each share (as
+    the orchestrator once did) records 4 x 62 = 248.
     """
     root = make_project(tmp_path / "project")
     proc, server = run_single(root, GROUPS)
-    result = doc(proc)
+    result = proc.json
     assert result["mode"] == "single"
     assert {g: v["status"] for g, v in result["groups"].items()} == {
         gid: "complete" for gid, _, _ in GROUPS}, proc.stderr
     assert proc.returncode == 0
-    assert len(server.requests) == len(GROUPS) + 1
+    calls = len(GROUPS) + 1
+    assert len(server.requests) == calls
     for gid, _, path in GROUPS:
         assert (root / path).read_text() == content_of(gid)
-
-
-def test_single_mode_rolls_up_exactly_the_usage_the_model_reported(tmp_path):
-    """One executor holds three groups; the run's usage must be what the server reported.
-
-    4 calls of 100 input tokens shared by 3 groups do not divide evenly: rounding each share
-    (as the orchestrator once did) records 3 x 133 = 399, and 4 x 50 cache reads as 201.
-    """
-    independent = [(gid, [], path) for gid, _, path in GROUPS[:3]]
-    root = make_project(tmp_path / "project", independent)
-    proc, server = run_single(root, independent)
-    assert proc.returncode == 0, proc.stderr
-    result = doc(proc)
-    assert result["mode"] == "single" and result["status"] == "complete"
-    calls = len(independent) + 1
-    assert len(server.requests) == calls
+    assert result["status"] == "complete"
     assert result["usage"] == expected_usage(calls)

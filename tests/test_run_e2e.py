@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from clirun import agentrun, finish, start
 from gitutil import run_git
-from runkit import command, doc, make_project, run_agentrun, scripted, spec_text, submit, writes
+from runkit import command, make_project, scripted, spec_text, submit, writes
 
 FIVE = [("G1", [], "src/a.py"), ("G2", [], "src/b.py"), ("G3", ["G1", "G2"], "src/c.py"),
         ("G4", ["G1"], "src/d.py"), ("G5", ["G3", "G4"], "src/e.py")]
@@ -28,9 +27,9 @@ def test_orchestrated_five_groups_three_waves(tmp_path):
     root = make_project(tmp_path / "p", "SPEC-10", spec_text("SPEC-10", FIVE),
                         five_group_script())
     base = run_git(root, "rev-parse", "HEAD")
-    proc = run_agentrun(root, "run", "SPEC-10", *scripted())
+    proc = agentrun("run", "SPEC-10", *scripted(), cwd=root)
     assert proc.returncode == 0, proc.stderr
-    result = doc(proc)
+    result = proc.json
     assert result["status"] == "complete" and result["mode"] == "orchestrated"
     assert [w["groups"] for w in result["waves"]] == [["G1", "G2"], ["G3", "G4"], ["G5"]]
     # every group's commit is on main, every file is there
@@ -66,20 +65,20 @@ def test_orchestrated_five_groups_three_waves(tmp_path):
     assert run_git(root, "worktree", "list").count("\n") == 0
     assert run_git(root, "status", "--porcelain") == ""
     # `agentrun status` shows the active spec and this run
-    status = run_agentrun(root, "status", "--json")
+    status = agentrun("status", "--json", cwd=root)
     assert status.returncode == 0, status.stderr
-    last = doc(status)
+    last = status.json
     assert last["active_spec"] == "SPEC-10" and last["last_run"]["run_id"] == result["run_id"]
-    human = run_agentrun(root, "status")
+    human = agentrun("status", cwd=root)
     assert "SPEC-10" in human.stdout and "complete" in human.stdout
 
 
 def test_failed_group_blocks_dependents_and_siblings_finish(tmp_path):
     script = five_group_script(G1=[submit("failed", "could not", error="compile error")])
     root = make_project(tmp_path / "p", "SPEC-11", spec_text("SPEC-11", FIVE), script)
-    proc = run_agentrun(root, "run", "SPEC-11", *scripted("--max-retries", "0"))
+    proc = agentrun("run", "SPEC-11", *scripted("--max-retries", "0"), cwd=root)
     assert proc.returncode == 1, proc.stderr
-    groups = doc(proc)["groups"]
+    groups = proc.json["groups"]
     assert groups["G1"]["status"] == "failed" and "compile error" in groups["G1"]["error"]
     assert groups["G2"]["status"] == "complete"
     assert {groups[g]["status"] for g in ("G3", "G4", "G5")} == {"blocked"}
@@ -96,9 +95,9 @@ def test_all_groups_of_a_wave_failed_aborts(tmp_path):
     script = five_group_script(G1=[submit("failed", "no", error="x")],
                                G2=[submit("failed", "no", error="y")])
     root = make_project(tmp_path / "p", "SPEC-12", spec_text("SPEC-12", FIVE), script)
-    proc = run_agentrun(root, "run", "SPEC-12", *scripted("--max-retries", "0"))
+    proc = agentrun("run", "SPEC-12", *scripted("--max-retries", "0"), cwd=root)
     assert proc.returncode == 1
-    result = doc(proc)
+    result = proc.json
     assert result["status"] == "aborted"
     assert [w["status"] for w in result["waves"]] == ["done", "skipped", "skipped"]
     assert any("run aborted" in w for w in result["warnings"])
@@ -107,10 +106,10 @@ def test_all_groups_of_a_wave_failed_aborts(tmp_path):
 def test_on_failure_abort_stops_after_the_wave(tmp_path):
     script = five_group_script(G2=[submit("failed", "no", error="y")])
     root = make_project(tmp_path / "p", "SPEC-13", spec_text("SPEC-13", FIVE), script)
-    proc = run_agentrun(root, "run", "SPEC-13", *scripted("--on-failure", "abort",
-                                                          "--max-retries", "0"))
+    proc = agentrun("run", "SPEC-13", *scripted("--on-failure", "abort",
+                                                      "--max-retries", "0"), cwd=root)
     assert proc.returncode == 1
-    result = doc(proc)
+    result = proc.json
     assert result["groups"]["G1"]["status"] == "complete"
     assert result["groups"]["G4"]["status"] == "blocked"  # only needs G1, but the run aborted
 
@@ -122,13 +121,13 @@ def test_branches_land_in_group_order_as_soon_as_they_can(tmp_path):
                          "G3": writes("three.txt", "3\n")}}
     root = make_project(tmp_path / "p", "SPEC-19", spec_text("SPEC-19", three), script)
     base = run_git(root, "rev-parse", "HEAD")
-    proc = run_agentrun(root, "run", "SPEC-19", *scripted())
+    proc = agentrun("run", "SPEC-19", *scripted(), cwd=root)
     assert proc.returncode == 0, proc.stderr
     merges = run_git(root, "log", "--first-parent", "--merges", "--reverse", "--format=%s",
                      f"{base}..HEAD").splitlines()
     assert [m.split()[2].rstrip(":") for m in merges] == ["G1", "G2", "G3"]
     events = [json.loads(x) for x in
-              (Path(doc(proc)["run_dir"]) / "events.ndjson").read_text().splitlines()]
+              (Path(proc.json["run_dir"]) / "events.ndjson").read_text().splitlines()]
     seen = [(e["type"], e["batch"]) for e in events if e["type"] in ("worker_result", "merged")]
     # G1 lands while G2 still works; G3, done early, waits for G2 to land first
     assert seen.index(("merged", "G1")) < seen.index(("worker_result", "G2"))
@@ -140,59 +139,46 @@ def test_branches_land_in_group_order_as_soon_as_they_can(tmp_path):
 TWO = [("G1", [], "one.txt"), ("G2", [], "two.txt")]
 
 
-def test_worker_killed_with_sigkill(tmp_path):
+def test_a_killed_worker_or_one_writing_garbage_fails_alone(tmp_path):
+    garbage = ("python3 -c \"open('../../workers/G3/result.json', 'w').write('not json')\"; "
+               "kill -9 $PPID")
+    three = [*TWO, ("G3", [], "three.txt")]
     script = {"groups": {"G1": writes("one.txt", "1\n"),
-                         "G2": [command("kill -9 $PPID"), submit("complete", "never")]}}
-    root = make_project(tmp_path / "p", "SPEC-14", spec_text("SPEC-14", TWO), script)
-    proc = run_agentrun(root, "run", "SPEC-14", *scripted())
+                         "G2": [command("kill -9 $PPID"), submit("complete", "never")],
+                         "G3": [command(garbage), submit("complete", "never")]}}
+    root = make_project(tmp_path / "p", "SPEC-14", spec_text("SPEC-14", three), script)
+    proc = agentrun("run", "SPEC-14", *scripted(), cwd=root)
     assert proc.returncode == 1
-    groups = doc(proc)["groups"]
+    groups = proc.json["groups"]
     assert groups["G1"]["status"] == "complete"
     assert groups["G2"]["status"] == "failed"
     assert "killed by signal 9" in groups["G2"]["error"]
     assert "no valid result" in groups["G2"]["error"]
+    assert groups["G3"]["status"] == "failed" and "not valid JSON" in groups["G3"]["error"]
 
 
-def test_worker_timeout_is_enforced(tmp_path):
+def test_worker_timeout_is_enforced_and_kills_the_commands_it_started(tmp_path):
+    sleeper = "sleep 300 & echo $! > sleeper.pid; wait"
+    three = [*TWO, ("G3", [], "three.txt")]
     script = {"groups": {"G1": writes("one.txt", "1\n"),
-                         "G2": writes("two.txt", "2\n", latency=60)}}
-    root = make_project(tmp_path / "p", "SPEC-15", spec_text("SPEC-15", TWO), script)
+                         "G2": writes("two.txt", "2\n", latency=60),
+                         "G3": [command(sleeper), submit("complete", "never")]}}
+    root = make_project(tmp_path / "p", "SPEC-15", spec_text("SPEC-15", three), script)
     started = time.monotonic()
-    proc = run_agentrun(root, "run", "SPEC-15", *scripted("--worker-timeout", "4"))
+    proc = agentrun("run", "SPEC-15", *scripted("--worker-timeout", "4"), cwd=root)
     assert time.monotonic() - started < 40
     assert proc.returncode == 1
-    g2 = doc(proc)["groups"]["G2"]
-    assert g2["status"] == "failed" and g2["stop_reason"] == "timeout"
-    assert "timeout of 4s" in g2["error"]
-
-
-def test_worker_timeout_kills_the_commands_it_started(tmp_path):
-    sleeper = "sleep 300 & echo $! > sleeper.pid; wait"
-    script = {"groups": {"G1": writes("one.txt", "1\n"),
-                         "G2": [command(sleeper), submit("complete", "never")]}}
-    root = make_project(tmp_path / "p", "SPEC-26", spec_text("SPEC-26", TWO), script)
-    proc = run_agentrun(root, "run", "SPEC-26", *scripted("--worker-timeout", "4"))
-    assert proc.returncode == 1
-    g2 = doc(proc)["groups"]["G2"]
-    assert g2["stop_reason"] == "timeout"
-    pid = int((Path(g2["worktree"]) / "sleeper.pid").read_text())
+    groups = proc.json["groups"]
+    assert groups["G1"]["status"] == "complete"
+    for gid in ("G2", "G3"):
+        assert groups[gid]["status"] == "failed" and groups[gid]["stop_reason"] == "timeout"
+        assert "timeout of 4s" in groups[gid]["error"]
+    pid = int((Path(groups["G3"]["worktree"]) / "sleeper.pid").read_text())
     deadline = time.monotonic() + 5
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     stat = Path(f"/proc/{pid}/stat")
     assert not stat.exists() or stat.read_text().split()[2] == "Z", "sleep survived"
-
-
-def test_worker_writing_garbage_instead_of_json(tmp_path):
-    garbage = ("python3 -c \"open('../../workers/G2/result.json', 'w').write('not json')\"; "
-               "kill -9 $PPID")
-    script = {"groups": {"G1": writes("one.txt", "1\n"),
-                         "G2": [command(garbage), submit("complete", "never")]}}
-    root = make_project(tmp_path / "p", "SPEC-16", spec_text("SPEC-16", TWO), script)
-    proc = run_agentrun(root, "run", "SPEC-16", *scripted())
-    assert proc.returncode == 1
-    g2 = doc(proc)["groups"]["G2"]
-    assert g2["status"] == "failed" and "not valid JSON" in g2["error"]
 
 
 def test_merge_conflict_is_reported_and_main_stays_clean(tmp_path):
@@ -207,9 +193,9 @@ def test_merge_conflict_is_reported_and_main_stays_clean(tmp_path):
     assert edit  # the same edit shape, different text per group
     root = make_project(tmp_path / "p", "SPEC-17", spec, script,
                         files={"shared.txt": "line 1\nline 2\nline 3\n"})
-    proc = run_agentrun(root, "run", "SPEC-17", *scripted())
+    proc = agentrun("run", "SPEC-17", *scripted(), cwd=root)
     assert proc.returncode == 1, proc.stderr
-    groups = doc(proc)["groups"]
+    groups = proc.json["groups"]
     assert groups["G1"]["status"] == "complete"
     assert groups["G2"]["status"] == "failed"
     assert "merge conflict in shared.txt" in groups["G2"]["error"]
@@ -218,28 +204,16 @@ def test_merge_conflict_is_reported_and_main_stays_clean(tmp_path):
     assert Path(groups["G2"]["worktree"]).is_dir()  # kept for inspection
 
 
-def test_dirty_tree_is_refused(tmp_path):
-    root = make_project(tmp_path / "p", "SPEC-18", spec_text("SPEC-18", TWO),
-                        {"groups": {"G1": writes("one.txt", "1"), "G2": writes("two.txt", "2")}})
-    (root / "README.md").write_text("local edit\n")
-    proc = run_agentrun(root, "run", "SPEC-18", *scripted())
-    assert proc.returncode == 3
-    assert "uncommitted changes: README.md" in proc.stderr and "--allow-dirty" in proc.stderr
-    allowed = run_agentrun(root, "run", "SPEC-18", *scripted("--allow-dirty"))
-    assert allowed.returncode == 0, allowed.stderr
-    assert (root / "README.md").read_text() == "local edit\n"
-
-
 def test_not_a_git_repo_and_no_model_are_refused(tmp_path):
     plain = tmp_path / "plain"
     (plain / ".specflow/specs").mkdir(parents=True)
     (plain / ".specflow/specs/SPEC-1.md").write_text(spec_text("SPEC-1", []))
     (plain / "s.yaml").write_text("[]")
-    proc = run_agentrun(plain, "run", "SPEC-1", "--provider", "scripted", "--script", "s.yaml",
-                        "--yes")
+    proc = agentrun("run", "SPEC-1", "--provider", "scripted", "--script", "s.yaml",
+                    "--yes", cwd=plain)
     assert proc.returncode == 3 and "not a git repository" in proc.stderr
     root = make_project(tmp_path / "p", "SPEC-19", spec_text("SPEC-19", TWO), {"groups": {}})
-    proc = run_agentrun(root, "run", "SPEC-19", "--yes")
+    proc = agentrun("run", "SPEC-19", "--yes", cwd=root)
     assert proc.returncode == 3
     assert "ANTHROPIC_API_KEY" in proc.stderr and "scripted" in proc.stderr
 
@@ -247,43 +221,39 @@ def test_not_a_git_repo_and_no_model_are_refused(tmp_path):
 def test_single_mode_spec_without_groups(tmp_path):
     script = {"agents": {"spec-executor": writes("hello.py", "print('hi')\n")}}
     root = make_project(tmp_path / "p", "SPEC-20", spec_text("SPEC-20", []), script)
-    proc = run_agentrun(root, "run", "SPEC-20", *scripted())
+    proc = agentrun("run", "SPEC-20", *scripted(), cwd=root)
     assert proc.returncode == 0, proc.stderr
-    result = doc(proc)
+    result = proc.json
     assert result["mode"] == "single"
     assert (root / "hello.py").read_text() == "print('hi')\n"
     assert "status: review" in (root / ".specflow/specs/SPEC-20.md").read_text()
 
 
-def test_unaudited_spec_warns_and_require_audit_refuses(tmp_path):
+def test_dirty_tree_refused_unless_allowed_and_unaudited_spec_warns_or_refuses(tmp_path):
     root = make_project(tmp_path / "p", "SPEC-21", spec_text("SPEC-21", TWO, status="draft"),
                         {"groups": {"G1": writes("one.txt", "1"), "G2": writes("two.txt", "2")}})
-    refused = run_agentrun(root, "run", "SPEC-21", *scripted("--require-audit"))
+    (root / "README.md").write_text("local edit\n")
+    dirty = agentrun("run", "SPEC-21", *scripted(), cwd=root)
+    assert dirty.returncode == 3
+    assert "uncommitted changes: README.md" in dirty.stderr and "--allow-dirty" in dirty.stderr
+    refused = agentrun("run", "SPEC-21", *scripted("--allow-dirty", "--require-audit"), cwd=root)
     assert refused.returncode == 1 and "not audited" in refused.stderr
-    proc = run_agentrun(root, "run", "SPEC-21", *scripted())
-    assert proc.returncode == 0
+    proc = agentrun("run", "SPEC-21", *scripted("--allow-dirty"), cwd=root)
+    assert proc.returncode == 0, proc.stderr
     assert "not audited" in proc.stderr
     assert "not audited" in (root / ".specflow/STATE.md").read_text()
+    assert (root / "README.md").read_text() == "local edit\n"
 
 
 def test_dry_run_changes_nothing(tmp_path):
     root = make_project(tmp_path / "p", "SPEC-22", spec_text("SPEC-22", TWO),
                         {"groups": {"G1": writes("one.txt", "1"), "G2": writes("two.txt", "2")}})
     head = run_git(root, "rev-parse", "HEAD")
-    proc = run_agentrun(root, "run", "SPEC-22", *scripted("--dry-run"))
+    proc = agentrun("run", "SPEC-22", *scripted("--dry-run"), cwd=root)
     assert proc.returncode == 0
-    assert doc(proc)["dry_run"] is True
+    assert proc.json["dry_run"] is True
     assert run_git(root, "rev-parse", "HEAD") == head
     assert run_git(root, "status", "--porcelain") == ""
-
-
-def _start(root: Path, *args: str) -> subprocess.Popen:
-    import os
-
-    env = {k: v for k, v in os.environ.items() if k != "AGENTRUN_DEBUG"}
-    env["CI"] = "1"
-    return subprocess.Popen([sys.executable, "-m", "agentrun", *args], cwd=root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _wait_for(predicate, timeout: float = 60) -> None:
@@ -296,30 +266,28 @@ def _wait_for(predicate, timeout: float = 60) -> None:
 
 
 def _merged(root: Path, group: str) -> bool:
-    out = subprocess.run(["git", "log", "--merges", "--format=%s"], cwd=root,
-                         capture_output=True, text=True).stdout
-    return f" {group}" in out
+    return f" {group}" in run_git(root, "log", "--merges", "--format=%s")
 
 
 def test_sigint_then_resume_finishes_the_run(tmp_path):
     slow = five_group_script(G3=writes("src/c.py", "# G3\n", latency=30),
                              G4=writes("src/d.py", "# G4\n", latency=30))
     root = make_project(tmp_path / "p", "SPEC-23", spec_text("SPEC-23", FIVE), slow)
-    proc = _start(root, "run", "SPEC-23", *scripted())
+    proc = start("run", "SPEC-23", *scripted(), cwd=root)
     _wait_for(lambda: _merged(root, "G2"))
     time.sleep(1.0)  # wave 2 workers are now in their slow model call
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    stopped = finish(proc, timeout=60)
+    assert stopped.returncode == 130, stopped.stderr
     state = json.loads((root / ".specflow/execution/SPEC-23-state.json").read_text())
     assert state["status"] == "interrupted"
     assert state["groups"]["G1"]["status"] == "complete"
     assert state["groups"]["G3"]["status"] == "interrupted"
     # resume with a fast script: G1 and G2 are not run again
     (root / ".specflow/script.yaml").write_text(json.dumps(five_group_script()))
-    resumed = run_agentrun(root, "run", "SPEC-23", *scripted("--resume", "--allow-dirty"))
+    resumed = agentrun("run", "SPEC-23", *scripted("--resume", "--allow-dirty"), cwd=root)
     assert resumed.returncode == 0, resumed.stderr
-    result = doc(resumed)
+    result = resumed.json
     assert result["status"] == "complete" and result["resumed_from"] == state["run_id"]
     run_dir = Path(result["run_dir"])
     assert sorted(p.name for p in (run_dir / "workers").iterdir()) == ["G3", "G4", "G5"]
@@ -330,10 +298,10 @@ def test_sigint_then_resume_finishes_the_run(tmp_path):
 def test_second_concurrent_run_is_refused(tmp_path):
     slow = {"groups": {"G1": writes("one.txt", "1", latency=20), "G2": writes("two.txt", "2")}}
     root = make_project(tmp_path / "p", "SPEC-24", spec_text("SPEC-24", TWO), slow)
-    first = _start(root, "run", "SPEC-24", *scripted())
+    first = start("run", "SPEC-24", *scripted(), cwd=root)
     try:
         _wait_for(lambda: (root / ".specflow/execution/SPEC-24-state.json").exists())
-        second = run_agentrun(root, "run", "SPEC-24", *scripted("--allow-dirty"))
+        second = agentrun("run", "SPEC-24", *scripted("--allow-dirty"), cwd=root)
         assert second.returncode == 3
         assert "another agentrun run is in progress" in second.stderr
     finally:
@@ -346,7 +314,7 @@ def test_second_concurrent_run_is_refused(tmp_path):
                                          (("--mode", "x"), "--mode")])
 def test_bad_flags_exit_2(tmp_path, args, words):
     root = make_project(tmp_path / "p", "SPEC-25", spec_text("SPEC-25", TWO), {"groups": {}})
-    proc = run_agentrun(root, "run", "SPEC-25", *scripted(*args))
+    proc = agentrun("run", "SPEC-25", *scripted(*args), cwd=root)
     assert proc.returncode == 2 and words in proc.stderr
 
 
@@ -354,9 +322,9 @@ def test_bad_flags_exit_2(tmp_path, args, words):
 def test_sequential_execution_gives_the_same_result(tmp_path, flags):
     root = make_project(tmp_path / "p", "SPEC-27", spec_text("SPEC-27", FIVE),
                         five_group_script())
-    proc = run_agentrun(root, "run", "SPEC-27", *scripted(*flags))
+    proc = agentrun("run", "SPEC-27", *scripted(*flags), cwd=root)
     assert proc.returncode == 0, proc.stderr
-    result = doc(proc)
+    result = proc.json
     assert {g["status"] for g in result["groups"].values()} == {"complete"}
     events = [json.loads(x) for x in (Path(result["run_dir"]) / "events.ndjson")
               .read_text().splitlines()]

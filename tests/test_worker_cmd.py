@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 import yaml
+from clirun import agentrun
 from gitutil import init_repo, run_git
-from runkit import run_agentrun, writes
+from runkit import writes
 
 from agentrun.protocol import Assignment, ProviderSettings, WorkerLimits, WorkerResult
 
@@ -50,7 +51,7 @@ def test_worker_runs_an_assignment_and_writes_a_verified_result(tmp_path):
     script = {"groups": {"G1": writes("hello.py", "print('hi')\n",
                                       criteria=["hello.py prints hi"])}}
     assignment, path = make_assignment(tmp_path, script, validation="python3 hello.py")
-    proc = run_agentrun(tmp_path, "worker", "--assignment", path, "--json")
+    proc = agentrun("worker", "--assignment", path, "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     data = json.loads((tmp_path / "out/result.json").read_text())
     assert set(data) >= RESULT_KEYS
@@ -61,7 +62,7 @@ def test_worker_runs_an_assignment_and_writes_a_verified_result(tmp_path):
     # the commit is real and on the worker's branch
     assert run_git(tmp_path / "wt", "rev-parse", "HEAD") == result.commits[0]
     assert result.usage.input_tokens > 0 and result.cost_usd == 0.0
-    assert json.loads(proc.stdout)["status"] == "complete"
+    assert proc.json["status"] == "complete"
     transcript = (tmp_path / "out/t.jsonl").read_text().splitlines()
     assert transcript and all(json.loads(line) for line in transcript)
 
@@ -71,7 +72,7 @@ def test_worker_checks_out_a_worktree_created_without_files(tmp_path):
     _, path = make_assignment(tmp_path, script, validation="python3 hello.py",
                               checkout=False)
     assert not (tmp_path / "wt/README.md").exists()
-    proc = run_agentrun(tmp_path, "worker", "--assignment", path, "--json")
+    proc = agentrun("worker", "--assignment", path, "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = WorkerResult.model_validate_json((tmp_path / "out/result.json").read_text())
     assert result.status == "complete" and result.files_created == ["hello.py"]
@@ -83,7 +84,7 @@ def test_a_retry_on_a_fresh_checkout_starts_from_the_checkout(tmp_path):
     attempts = writes("junk.txt", "junk\n") + writes("hello.py", "print('hi')\n")
     _, path = make_assignment(tmp_path, {"groups": {"G1": attempts}},
                               validation="python3 hello.py", checkout=False)
-    proc = run_agentrun(tmp_path, "worker", "--assignment", path, "--json")
+    proc = agentrun("worker", "--assignment", path, "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = WorkerResult.model_validate_json((tmp_path / "out/result.json").read_text())
     assert result.attempts == 2 and result.files_created == ["hello.py"]
@@ -118,7 +119,7 @@ def test_preload_does_once_what_every_worker_would_do():
 def test_worker_failure_is_a_result_not_a_crash(tmp_path):
     script = {"groups": {"G1": writes("hello.py", "print(\n") * 2}}  # both attempts
     _, path = make_assignment(tmp_path, script, validation="python3 hello.py")
-    proc = run_agentrun(tmp_path, "worker", "--assignment", path, "--json")
+    proc = agentrun("worker", "--assignment", path, "--json", cwd=tmp_path)
     assert proc.returncode == 1
     result = WorkerResult.model_validate_json((tmp_path / "out/result.json").read_text())
     assert result.status in ("failed", "partial")
@@ -130,5 +131,5 @@ def test_worker_failure_is_a_result_not_a_crash(tmp_path):
 def test_invalid_assignment_is_bad_input(tmp_path):
     bad = tmp_path / "a.json"
     bad.write_text('{"run_id": 1}')
-    proc = run_agentrun(tmp_path, "worker", "--assignment", str(bad))
+    proc = agentrun("worker", "--assignment", str(bad), cwd=tmp_path)
     assert proc.returncode == 2 and "invalid assignment" in proc.stderr

@@ -23,6 +23,7 @@ from gitutil import (
 )
 
 from agentrun.errors import EXIT_CANNOT_START, CannotStart
+from agentrun.gitlock import WORKTREE_LOCK_NAME
 from agentrun.workspace import (
     GitError,
     RunLock,
@@ -200,6 +201,7 @@ def test_run_lock_is_exclusive_and_names_the_holder(repo: Path) -> None:
         assert info.value.hint and info.value.exit_code == EXIT_CANNOT_START
     finally:
         first.release()
+    assert (git_common_dir(repo) / "agentrun-run.lock").read_text() == ""  # no stale holder
     with RunLock(repo, "run-2") as second:
         assert second.held
     assert not second.held
@@ -362,12 +364,42 @@ def _in_threads(count: int, work) -> list:
     return results
 
 
+def _log_branch_changes(repo: Path, log: Path) -> None:
+    """Log each branch git creates or deletes, with whether the worktree lock was held then.
+
+    The hook runs inside git, a child process, so `flock -n` on the lock file fails exactly
+    when some agentrun thread or process holds the lock (a shared probe, so that two hooks
+    running at once do not see each other).
+    """
+    lock = git_common_dir(repo) / WORKTREE_LOCK_NAME
+    _hook(repo, "reference-transaction",
+          f'[ "$1" = committed ] || exit 0\n'
+          f'if flock -n -s "{lock}" true; then held=no; else held=yes; fi\n'
+          f'while read old new ref; do echo "$ref $old $new $held" >> "{log}"; done')
+
+
+def _lock_held_when(log: Path, branch: str) -> dict[str, str]:
+    """'created'/'deleted' -> 'yes'/'no': whether the lock was held when `branch` changed so."""
+    zero = "0" * 40
+    seen = {}
+    for line in log.read_text().splitlines():
+        ref, old, new, held = line.split()
+        if ref == f"refs/heads/{branch}" and zero in (old, new):
+            seen["deleted" if new == zero else "created"] = held
+    return seen
+
+
 def test_parallel_workers_in_their_own_worktrees_lose_nothing(repo: Path, tmp_path: Path) -> None:
     base = head(repo)
     workers = 6
+    log = tmp_path / "branch-changes.log"
+    _log_branch_changes(repo, log)
     trees = _in_threads(workers, lambda i: create_worktree(
         repo, tmp_path / "wts" / f"w{i}", f"agentrun/w{i}", base))
     assert len({str(wt.path) for wt in trees}) == workers
+    # concurrent `git worktree add` fails now and then: every one ran under the lock
+    assert all(_lock_held_when(log, wt.branch) == {"created": "yes"} for wt in trees), \
+        log.read_text()
 
     def work(i: int) -> list[str]:
         shas = []
@@ -387,6 +419,8 @@ def test_parallel_workers_in_their_own_worktrees_lose_nothing(repo: Path, tmp_pa
     assert all(f"w{i}/file{n}.txt" in files for i in range(workers) for n in range(4))
     _in_threads(workers, lambda i: remove_worktree(repo, trees[i]))
     assert run_git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert all(_lock_held_when(log, wt.branch) == {"created": "yes", "deleted": "yes"}
+               for wt in trees), log.read_text()
 
 
 # --- commits and what changed ----------------------------------------------------------------
