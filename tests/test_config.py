@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from clirun import agentrun
 from gitutil import run_git
-from runkit import doc, make_project, run_agentrun, scripted, spec_text, writes
+from runkit import make_project, scripted, spec_text, writes
 
 from agentrun.cli.init_cmd import CONFIG_YAML
 from agentrun.config import DEFAULT_TOKEN_BUDGET, ProjectConfig, parse_config
@@ -34,9 +35,9 @@ def budget_line(stderr: str) -> str:
 
 def test_wrong_type_stops_the_run_before_any_worktree(tmp_path):
     root = project(tmp_path, "validation_command: 5\n")
-    proc = run_agentrun(root, "run", "SPEC-1", *scripted())
+    proc = agentrun("run", "SPEC-1", *scripted(), cwd=root)
     assert proc.returncode == 2, proc.stderr
-    error = doc(proc)["error"]
+    error = proc.json["error"]
     assert error["message"] == "invalid config .specflow/config.yaml: `validation_command` " \
                                "must be a string (got 5)"
     assert "validation_command" in error["hint"] and "Traceback" not in proc.stderr
@@ -47,7 +48,7 @@ def test_wrong_type_stops_the_run_before_any_worktree(tmp_path):
 
 def test_unknown_key_suggests_the_known_one(tmp_path):
     root = project(tmp_path, "max_paralel: 2\n")
-    proc = run_agentrun(root, "plan", "SPEC-1")
+    proc = agentrun("plan", "SPEC-1", cwd=root)
     assert proc.returncode == 2
     assert "unknown key `max_paralel` — did you mean `max_parallel`?" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -55,7 +56,7 @@ def test_unknown_key_suggests_the_known_one(tmp_path):
 
 def test_unknown_key_in_a_section_is_named_with_its_section(tmp_path):
     root = project(tmp_path, "audit:\n  group_context_mx: 0.2\n")
-    proc = run_agentrun(root, "audit", "SPEC-1", "--static")
+    proc = agentrun("audit", "SPEC-1", "--static", cwd=root)
     assert proc.returncode == 2
     assert "unknown key `audit.group_context_mx` — did you mean `audit.group_context_max`?" \
         in proc.stderr
@@ -63,7 +64,7 @@ def test_unknown_key_in_a_section_is_named_with_its_section(tmp_path):
 
 def test_bad_price_is_refused_at_load_not_when_a_worker_finishes(tmp_path):
     root = project(tmp_path, "pricing:\n  my-model: {output: 2.0}\n")
-    proc = run_agentrun(root, "run", "SPEC-1", *scripted())
+    proc = agentrun("run", "SPEC-1", *scripted(), cwd=root)
     assert proc.returncode == 2
     assert "`pricing.my-model.input` is missing" in proc.stderr
 
@@ -71,7 +72,7 @@ def test_bad_price_is_refused_at_load_not_when_a_worker_finishes(tmp_path):
 def test_every_key_init_writes_is_accepted_and_used(tmp_path):
     root = project(tmp_path, "")
     (root / ".specflow/config.yaml").unlink()
-    assert run_agentrun(root, "init").returncode == 0
+    assert agentrun("init", cwd=root).returncode == 0
     written = (root / ".specflow/config.yaml").read_text()
     assert written == CONFIG_YAML
     # every commented-out setting, switched on
@@ -81,7 +82,7 @@ def test_every_key_init_writes_is_accepted_and_used(tmp_path):
             "token_budget", "worker_timeout_s", "on_failure", "retries", "max_retries"} <= keys
     (root / ".specflow/config.yaml").write_text(enabled.replace("token_budget: 100000",
                                                                 "token_budget: 123456"))
-    proc = run_agentrun(root, "run", "SPEC-1", "--dry-run", "--json", env=KEY)
+    proc = agentrun("run", "SPEC-1", "--dry-run", "--json", env=KEY, cwd=root)
     assert proc.returncode == 0, proc.stderr
     doc = yaml.safe_load(proc.stdout)
     assert (doc["provider"], doc["model"]) == ("anthropic", "claude-sonnet-4-6")
@@ -92,11 +93,11 @@ def test_the_example_projects_config_is_accepted_and_flags_win(tmp_path):
     root = tmp_path / "example"
     shutil.copytree(EXAMPLE, root)
     run_git(root, "init", "-q")
-    proc = run_agentrun(root, "run", "SPEC-001", "--dry-run", "--json", env=KEY)
+    proc = agentrun("run", "SPEC-001", "--dry-run", "--json", env=KEY, cwd=root)
     assert proc.returncode == 0, proc.stderr
     assert budget_line(proc.stderr) == "token budget 200,000/worker · timeout 900s/worker"
-    flagged = run_agentrun(root, "run", "SPEC-001", "--dry-run", "--json", "--token-budget",
-                           "5000", "--worker-timeout", "60", env=KEY)
+    flagged = agentrun("run", "SPEC-001", "--dry-run", "--json", "--token-budget",
+                           "5000", "--worker-timeout", "60", env=KEY, cwd=root)
     assert flagged.returncode == 0, flagged.stderr
     assert budget_line(flagged.stderr) == "token budget 5,000/worker · timeout 60s/worker"
 
@@ -104,7 +105,7 @@ def test_the_example_projects_config_is_accepted_and_flags_win(tmp_path):
 def test_without_a_config_file_the_defaults_apply(tmp_path):
     root = project(tmp_path, "")
     (root / ".specflow/config.yaml").unlink()
-    proc = run_agentrun(root, "run", "SPEC-1", *scripted("--dry-run"))
+    proc = agentrun("run", "SPEC-1", *scripted("--dry-run"), cwd=root)
     assert proc.returncode == 0, proc.stderr
     assert budget_line(proc.stderr) == \
         f"token budget {DEFAULT_TOKEN_BUDGET:,}/worker · timeout 1800s/worker"

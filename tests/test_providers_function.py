@@ -9,8 +9,8 @@ import sys
 
 from agent_fixtures import events, make_repo, make_task, no_sleep
 
-from agentrun.agent.loop import run_agent
 from agentrun.agent.transcript import Transcript
+from agentrun.attempts import run_agent
 from agentrun.providers.base import Message, Provider, Request, ToolCall, Turn, Usage
 from agentrun.providers.errors import ServerError
 from agentrun.providers.function import FunctionProvider

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -364,36 +365,48 @@ def _in_threads(count: int, work) -> list:
     return results
 
 
-def _log_branch_changes(repo: Path, log: Path) -> None:
-    """Log each branch git creates or deletes, with whether the worktree lock was held then.
+def _log_branch_changes(monkeypatch: pytest.MonkeyPatch, repo: Path, log: Path) -> None:
+    """Log each branch agentrun's git creates or deletes, with whether the worktree lock was
+    held then.
 
-    The hook runs inside git, a child process, so `flock -n` on the lock file fails exactly
-    when some agentrun thread or process holds the lock (a shared probe, so that two hooks
-    running at once do not see each other).
+    agentrun runs git with hooks disabled, so a `git` wrapper first on PATH does the logging:
+    it runs as a child process, so `flock -n` on the lock file fails exactly when some agentrun
+    thread or process holds the lock (a shared probe, so that two wrappers running at once do
+    not see each other).
     """
     lock = git_common_dir(repo) / WORKTREE_LOCK_NAME
-    _hook(repo, "reference-transaction",
-          f'[ "$1" = committed ] || exit 0\n'
-          f'if flock -n -s "{lock}" true; then held=no; else held=yes; fi\n'
-          f'while read old new ref; do echo "$ref $old $new $held" >> "{log}"; done')
+    real = shutil.which("git")
+    shim = log.parent / "git-shim"
+    shim.mkdir()
+    (shim / "git").write_text(
+        "#!/bin/sh\n"
+        f'if flock -n -s "{lock}" true; then held=no; else held=yes; fi\n'
+        'for a in "$@"; do case "$a" in\n'
+        '  add) kind=created ;; -D) kind=deleted ;;\n'
+        "esac; done\n"
+        f'[ -n "$kind" ] && echo "$kind $held $*" >> "{log}"\n'
+        f'exec "{real}" "$@"\n')
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
 
 
 def _lock_held_when(log: Path, branch: str) -> dict[str, str]:
-    """'created'/'deleted' -> 'yes'/'no': whether the lock was held when `branch` changed so."""
-    zero = "0" * 40
+    """'created'/'deleted' -> 'yes'/'no': whether the lock was held when agentrun's git
+    created `branch` (`worktree add -b`) or deleted it (`branch -D`)."""
     seen = {}
     for line in log.read_text().splitlines():
-        ref, old, new, held = line.split()
-        if ref == f"refs/heads/{branch}" and zero in (old, new):
-            seen["deleted" if new == zero else "created"] = held
+        kind, held, *argv = line.split()
+        if branch in argv:
+            seen[kind] = held
     return seen
 
 
-def test_parallel_workers_in_their_own_worktrees_lose_nothing(repo: Path, tmp_path: Path) -> None:
+def test_parallel_workers_in_their_own_worktrees_lose_nothing(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base = head(repo)
     workers = 6
     log = tmp_path / "branch-changes.log"
-    _log_branch_changes(repo, log)
+    _log_branch_changes(monkeypatch, repo, log)
     trees = _in_threads(workers, lambda i: create_worktree(
         repo, tmp_path / "wts" / f"w{i}", f"agentrun/w{i}", base))
     assert len({str(wt.path) for wt in trees}) == workers

@@ -34,6 +34,8 @@ class LocalSandbox:
     def __init__(self, on_spawn: SpawnListener | None = None) -> None:
         self._on_spawn = on_spawn
         self._running: set[int] = set()
+        self._kills = 0  # how many times kill_all ran, to catch one that raced a start
+        self._kill_signal = signal.SIGKILL
 
     def run(self, command: str | Sequence[str], *, cwd: Path, timeout_s: float,
             env: Mapping[str, str], max_output_chars: int = 20_000,
@@ -42,10 +44,13 @@ class LocalSandbox:
         cap = max(1, max_output_chars)
         capture = Capture(keep=cap * 4)
         started = time.monotonic()
+        kills = self._kills
         proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), start_new_session=True,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT)
         self._running.add(proc.pid)
+        if self._kills != kills:  # kill_all ran while this command was starting
+            _kill_group(proc.pid, self._kill_signal)
         self._notify("spawn", proc.pid)
         reader = threading.Thread(target=capture.pump, args=(proc.stdout,), daemon=True)
         reader.start()
@@ -71,7 +76,10 @@ class LocalSandbox:
                              duration_s=time.monotonic() - started)
 
     def kill_all(self, sig: int = signal.SIGKILL) -> None:
-        # no lock: this runs in signal handlers, which may interrupt the thread holding one
+        # no lock: this runs in signal handlers, which may interrupt the thread holding one;
+        # a command starting meanwhile sees the count change and kills itself (see `run`)
+        self._kill_signal = sig
+        self._kills += 1
         for pgid in list(self._running):
             _kill_group(pgid, sig)
 
