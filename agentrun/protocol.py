@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentrun.config import DEFAULT_RETRIES, DEFAULT_TOKEN_BUDGET, DEFAULT_WORKER_TIMEOUT_S
+from agentrun.errors import BadInput
 from agentrun.fsutil import atomic_write_text
 
 
@@ -141,8 +142,6 @@ class Assignment(BaseModel):
 
     @classmethod
     def read(cls, path: Path) -> Assignment:
-        from agentrun.errors import BadInput
-
         try:
             return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:

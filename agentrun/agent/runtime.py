@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrun.agent.budget import TokenTracker
+from agentrun.agent.interaction import ask_yes_no
 from agentrun.agent.terminator import Limits, Terminator
 from agentrun.agent.transcript import Transcript
 from agentrun.providers.base import Provider
@@ -68,6 +69,4 @@ class Runtime:
             return False
         if self.ask is not None:
             return self.ask(question)
-        from agentrun.agent.interaction import ask_yes_no
-
         return ask_yes_no(question)

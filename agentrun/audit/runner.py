@@ -36,11 +36,15 @@ from agentrun.errors import (
     PlanError,
     SpecError,
 )
+from agentrun.fsutil import atomic_write_text
 from agentrun.plan import build_plan
 from agentrun.project import Project
 from agentrun.providers.base import Provider, Usage
+from agentrun.providers.errors import NotConfigured
+from agentrun.providers.registry import create_provider
 from agentrun.spec import load_spec, parse_spec
 from agentrun.spec.model import Spec
+from agentrun.spec.writeback import append_to_section, next_audit_version, set_frontmatter_value
 
 APPROVED = "APPROVED"
 NEEDS_REVISION = "NEEDS_REVISION"
@@ -92,8 +96,6 @@ class ModelAccess:
     def provider(self) -> Provider:
         cfg = self.config()
         if self._make is None:
-            from agentrun.providers.registry import create_provider
-
             return create_provider(cfg)
         return self._make(cfg)
 
@@ -293,11 +295,6 @@ def _proposed_groups(result: SpecAudit, spec: Spec, root: Path, project_md: str,
 def _record(result: SpecAudit, spec: Spec, text: str, options: AuditOptions,
             warnings: list[str]) -> SpecAudit:
     """Append the history entry and set the status; write unless this is a dry run."""
-    from agentrun.spec.writeback import (
-        append_to_section,
-        next_audit_version,
-        set_frontmatter_value,
-    )
 
     result.version = next_audit_version(text)
     result.entry = render_entry(EntryData(
@@ -319,8 +316,6 @@ def _record(result: SpecAudit, spec: Spec, text: str, options: AuditOptions,
 
 
 def _write(spec: Spec, new: str) -> None:
-    from agentrun.fsutil import atomic_write_text
-
     try:
         current = spec.path.read_bytes()
     except OSError as exc:
@@ -345,8 +340,6 @@ def audit_specs(paths: list[Path], project: Project, access: ModelAccess,
     """Audit every spec, up to `max_parallel` at once (each audit is an independent agent
     run). Results come back in the order of `paths`; `on_result` sees each as it finishes.
     NotConfigured (no model) and interruptions stop everything; other failures are results."""
-    from agentrun.providers.errors import NotConfigured
-
     options = options or AuditOptions()
 
     def one(path: Path) -> SpecAudit:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrun.providers.catalog import preload_modules
+from agentrun.worker import process_main
 
 _CONTEXT = None
 _CONTEXT_LOCK = threading.Lock()
@@ -124,8 +125,6 @@ class CannotSpawn(RuntimeError):
 
 def start_worker(batch: str, assignment_path: Path, result_path: Path, timeout_s: float,
                  provider: str) -> WorkerProcess:
-    from agentrun.worker import process_main
-
     try:
         ctx = _context(provider)
         proc = ctx.Process(target=process_main, args=(str(assignment_path),),
