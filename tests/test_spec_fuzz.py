@@ -28,11 +28,13 @@ TITLES = ["Context", "Task", "Requirements", "Acceptance Criteria", "Implementat
           "Task Groups", "Execution Plan", "Audit History", "Execution Summary",
           "Files to Create", "Files to Modify", "Files to Create/Modify", "Audit v1",
           "Audit v12 (2026-01-01)", "Wave 1", "Wave 2: G3, G4", "G1: Models (depends on G2)",
-          "Group 3 — Parser (depends on G1-G5)", "G2-S1: part", "g04: Docs", "Constraints"]
+          "Group 3 — Parser (depends on G1-G5)", "G2-S1: part", "g04: Docs", "Constraints",
+          "G2a: first half", "G2b: second half (depends on G2a)", "G3B: Docs (depends on G2b)"]
 CELLS = ["G1", "G2", "g3", "G02", "Group 4", "G2-S1", "G3-S2", "—", "–", "--", "-", "None",
          "N/A", "", "G1, G2", "G1-G5", "G1–G99999999", "G1..G3", "G2 and G3", "G2; G4", "S1",
          "1", "2", "Wave 3", "~20%", "`src/a.py`", "**bold** `x/y.md`<br>two; three",
-         "<br>", "\\|", "`;`", "é漢字🙂", "G1-3", "0", "G000000000000000001"]
+         "<br>", "\\|", "`;`", "é漢字🙂", "G1-3", "0", "G000000000000000001", "G2a", "G2b",
+         "g2B", "G2a, G2b", "G2b-S1", "G2abc", "G2a-G2c"]
 HEADERS = ["Group", "Wave", "Tasks", "Dependencies", "Est. Context", "Cumulative", "Segment",
            "Groups", "Parallel?", "Depends on", "ID", "Title", "File", "Action", "#", ""]
 LINES = ["---", "```", "~~~", "```yaml", "````", "id: SPEC-F", "status: [draft", "key: value",
@@ -86,9 +88,9 @@ def check_spec(spec) -> None:
     for sec in spec.sections:
         assert sec.level in (2, 3) and 0 <= sec.start < sec.end <= n
     for g in spec.groups:
-        assert re.fullmatch(r"G\d+", g.id) and g.line and g.line >= 1
+        assert re.fullmatch(r"G\d+[a-z]?", g.id) and g.line and g.line >= 1
         assert g.id not in g.dependencies
-        assert all(re.fullmatch(r"G\d+", d) for d in g.dependencies)
+        assert all(re.fullmatch(r"G\d+[a-z]?", d) for d in g.dependencies)
         assert g.declared_wave == spec.declared_waves.get(g.id)
     assert len({g.id for g in spec.groups}) == len(spec.groups)
     assert all(isinstance(w, int) for w in data["declared_waves"].values())
@@ -186,3 +188,47 @@ def test_set_frontmatter_value_round_trips_in_every_style(extra, style, key, val
     assert after.frontmatter == {**meta, key: value}
     assert out.startswith(opener.replace("\n", eol))
     assert out.endswith((closer + rest).replace("\n", eol))
+
+
+# --- group ids with suffixes, in every shape a spec may use ----------------------------------
+
+def _ids(draw) -> list[str]:
+    """G1, G2, ... where some groups are split in two or three (`G2a`, `G2b`)."""
+    ids: list[str] = []
+    for n in range(1, draw(st.integers(1, 5)) + 1):
+        parts = draw(st.integers(0, 3))
+        ids += [f"G{n}"] if parts < 2 else [f"G{n}{chr(97 + i)}" for i in range(parts)]
+    return ids
+
+
+def _shape(ids: list[str], deps: dict[str, list[str]], shape: str, case) -> str:
+    def cell(d: list[str]) -> str:
+        return ", ".join(case(x) for x in d) if d else "—"
+
+    if shape == "table":
+        rows = [f"| {case(g)} | Do {g} in `src/{g}.py` | {cell(deps[g])} |" for g in ids]
+        return "\n".join(["### Task Groups", "", "| Group | Tasks | Dependencies |",
+                          "|---|---|---|", *rows])
+    blocks = []
+    for g in ids:
+        if shape == "heading":
+            tail = f" (depends on {cell(deps[g])})" if deps[g] else ""
+            blocks.append(f"### {case(g)}: Part {g}{tail}\n\n- [ ] Do {g} in `src/{g}.py`\n")
+        else:
+            blocks.append(f"### {case(g)}: Part {g}\n\n**Dependencies:** {cell(deps[g])}\n\n"
+                          f"- [ ] Do {g} in `src/{g}.py`\n")
+    return "\n".join(blocks)
+
+
+@FUZZ
+@given(st.data(), st.sampled_from(["table", "heading", "line"]),
+       st.sampled_from([str, str.upper, lambda g: g.replace("G", "Group ")]))
+def test_suffixed_group_ids_parse_the_same_in_every_shape(data, shape, case):
+    ids = _ids(data.draw)
+    deps = {g: sorted(data.draw(st.sets(st.sampled_from(ids[:i]))) if i else set(),
+                      key=ids.index) for i, g in enumerate(ids)}
+    text = (f"---\nid: SPEC-F\n---\n# Fuzz\n\n## Task\n\nWork.\n\n"
+            f"## Implementation Tasks\n\n{_shape(ids, deps, shape, case)}\n")
+    spec = parse_spec(text, Path("SPEC-F.md"))
+    assert [g.id for g in spec.groups] == ids
+    assert {g.id: g.dependencies for g in spec.groups} == deps

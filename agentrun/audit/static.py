@@ -113,7 +113,7 @@ def check_groups(spec: Spec) -> list[Finding]:
     out = []
     if section is not None and not spec.groups:
         body = section.body.strip()
-        if re.search(r"\bG\d+\b", body):
+        if re.search(r"\bG\d+[a-z]?\b", body, re.I):
             out.append(Finding("critical", "groups-unparsed",
                                "`## Implementation Tasks` mentions groups but none could be "
                                "parsed; use a `| Group | Tasks | Dependencies |` table or "

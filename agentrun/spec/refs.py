@@ -1,5 +1,6 @@
 """Reading the small notations inside cells and lines: group ids, dependency lists, wave
-numbers and file paths. Real specs mix `G2, G3`, `G1-G5`, `Group 2`, `G2-S1`, `—` and `None`."""
+numbers and file paths. Real specs mix `G2, G3`, `G1-G5`, `Group 2`, `G2-S1`, `G2a`/`G2b` (a
+group split in two), `—` and `None`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import re
 
 MAX_RANGE = 200  # a wider `G1-G99999` range is taken as its two ends, not expanded
 
-_GID = r"(?:group[\s_-]*|g)0*(\d{1,6})(?!\d)"
+# a group id: its number and an optional one-letter suffix (`G2a`); a letter followed by more
+# letters or digits is not a suffix (`G2s1` is segment 1 of G2, `G2abc` is G2 then text)
+_GID = r"(?:group[\s_-]*|g)0*(\d{1,6})(?!\d)(?:([a-z])(?![a-z0-9]))?"
 _SEG = r"(?:\s*[-–_./]\s*|\s*\(\s*)?(?:segment|seg|s)\s*0*(\d{1,6})(?!\d)\)?"
 _REF = re.compile(rf"(?<![A-Za-z0-9_]){_GID}(?:{_SEG})?", re.I)
 _CELL = re.compile(rf"^[\s*_\[(#]*{_GID}(?:{_SEG})?(?![A-Za-z0-9])", re.I)
@@ -34,8 +37,8 @@ _NAMES = frozenset({"Makefile", "Dockerfile", "Containerfile", "Procfile", "Gemf
 _NOT_IN_PATH = set(" \t\n:\"'<>|,;=(){}")
 
 
-def group_id(number: str) -> str:
-    return f"G{int(number)}"
+def group_id(number: str, suffix: str | None = None) -> str:
+    return f"G{int(number)}{(suffix or '').lower()}"
 
 
 def parse_group_cell(text: str) -> tuple[str, str | None, str] | None:
@@ -43,10 +46,10 @@ def parse_group_cell(text: str) -> tuple[str, str | None, str] | None:
     m = _CELL.match(text)
     if m is None or _MORE_GROUPS.match(text, m.end()):
         return None  # `G1-G3`, `G1, G2`: several groups, not one
-    segment = f"S{int(m.group(2))}" if m.group(2) else None
+    segment = f"S{int(m.group(3))}" if m.group(3) else None
     rest = text[m.end():].strip().lstrip("*_").strip()
     rest = re.sub(r"^[:\-–—.)\]]+\s*", "", rest).strip()
-    return group_id(m.group(1)), segment, rest
+    return group_id(m.group(1), m.group(2)), segment, rest
 
 
 def is_none(text: str) -> bool:
@@ -63,29 +66,26 @@ def _span(a: int, b: int) -> list[int]:
 
 def dependency_refs(text: str) -> list[str]:
     """Group ids named in `text`: lists (`G2, G3`, `G2 and G3`, `G2; G3`, `G2 G3`), ranges
-    (`G1-G5`, `G1–G5`, `G1..G5`, `G1-5`) and segments (`G2-S1` means G2); de-duplicated."""
+    (`G1-G5`, `G1–G5`, `G1..G5`, `G1-5`), suffixed ids (`G2b`) and segments (`G2-S1` means
+    G2); de-duplicated. A range is between plain numbers: `G2a-G2b` names its two ends."""
     if is_none(text):
         return []
-    numbers: list[int] = []
+    ids: list[str] = []
     matches = list(_REF.finditer(text))
     for n, m in enumerate(matches):
-        first = int(m.group(1))
-        segmented = m.group(2) is not None
+        first, suffix = int(m.group(1)), m.group(2)
+        plain_end = suffix is None and m.group(3) is None
         nxt = matches[n + 1] if n + 1 < len(matches) else None
         between = text[m.end():nxt.start()] if nxt else ""
-        short = None if segmented else _SHORT_RANGE.match(text, m.end())
-        if nxt is not None and not segmented and _RANGE_SEP.fullmatch(between):
-            numbers.extend(_span(first, int(nxt.group(1))))
+        short = _SHORT_RANGE.match(text, m.end()) if plain_end else None
+        if nxt is not None and plain_end and nxt.group(2) is None \
+                and _RANGE_SEP.fullmatch(between):
+            ids.extend(f"G{num}" for num in _span(first, int(nxt.group(1))))
         elif short is not None and (nxt is None or short.end() <= nxt.start()):
-            numbers.extend(_span(first, int(short.group(1))))
+            ids.extend(f"G{num}" for num in _span(first, int(short.group(1))))
         else:
-            numbers.append(first)
-    out: list[str] = []
-    for num in numbers:
-        gid = f"G{num}"
-        if gid not in out:
-            out.append(gid)
-    return out
+            ids.append(group_id(m.group(1), suffix))
+    return unique(ids)
 
 
 def wave_refs(text: str) -> list[str]:
