@@ -199,12 +199,31 @@ def wave_drift(spec: Spec, layers: list[list[str]]) -> list[Finding]:
     return findings
 
 
+def definition_findings(spec: Spec) -> list[Finding]:
+    """Slips in how groups are written: an id defined twice (its rows were merged into one
+    group, which is rarely what the author meant) and a group that depends on itself."""
+    findings = []
+    for g in spec.groups:
+        if g.duplicate_lines:
+            lines = ", ".join(str(n) for n in [g.line, *g.duplicate_lines])
+            findings.append(Finding(
+                "critical", "duplicate-group",
+                f"{g.id} is defined more than once (lines {lines}); its rows were merged — "
+                "give each group its own id, or mark the rows as segments (S1, S2)",
+                line=g.duplicate_lines[0], group=g.id))
+        if g.self_dependency:
+            findings.append(Finding("warning", "self-dependency",
+                                    f"{g.id} names itself as a dependency (ignored)",
+                                    line=g.line, group=g.id))
+    return findings
+
+
 def build_plan(spec: Spec, mode: Mode | None = None, max_workers: int | None = None) -> Plan:
     """Plan a spec. Raises PlanError on a cycle or an unknown dependency."""
     groups = {g.id: g for g in spec.groups}
     layers = compute_layers(spec.groups)
     detected, reason = detect_mode(spec, layers)
-    findings = wave_drift(spec, layers)
+    findings = [*definition_findings(spec), *wave_drift(spec, layers)]
     chosen = mode or detected
     if mode and mode != detected:
         reason = f"--mode {mode} (detected {detected}: {reason})"

@@ -66,6 +66,7 @@ class _Def:
     wave: int | None = None
     est: str | None = None
     segment: str | None = None
+    source: str = ""  # which table or "heading": one group defined twice in one source is a slip
 
 
 @dataclass
@@ -187,6 +188,7 @@ def _read_table(table: Table, found: _Found, allow_groups: bool) -> None:
                 _continue_row(last, cols, cells)  # a row that only adds tasks to the one above
             continue
         last = row
+        row.source = f"table {table.index}"
         found.declare(row.line, [row.gid], row.wave)
         if allow_groups:
             found.defs.append(row)
@@ -276,7 +278,7 @@ def _read_group_headings(doc: Doc, impl: Heading, start: int, end: int, found: _
 def _heading_def(doc: Doc, heading: Heading, parsed: tuple[str, str | None, str],
                  body_end: int) -> _Def:
     gid, segment, rest = parsed
-    group = _Def(gid, heading.line + 1, segment=segment)
+    group = _Def(gid, heading.line + 1, segment=segment, source="heading")
     group.title = _title_notes(rest, group)
     start = heading.index + 3
     for inline in doc.paragraphs(start, body_end):
@@ -390,10 +392,17 @@ def _merge(found: _Found) -> tuple[list[TaskGroup], dict[str, int]]:
     for _, gid, wave in sorted(found.waves, key=lambda w: w[0]):
         declared.setdefault(gid, wave)
     groups: dict[str, TaskGroup] = {}
+    unsegmented: dict[tuple[str, str], int] = {}  # (group, source) -> line of its definition
     for d in sorted(found.defs, key=lambda d: d.line):
         g = groups.get(d.gid)
         if g is None:
             g = groups[d.gid] = TaskGroup(id=d.gid, title=d.title, line=d.line)
+        if d.segment is None:
+            if (d.gid, d.source) in unsegmented:
+                g.duplicate_lines.append(d.line)  # segments merge; a second plain row is a slip
+            unsegmented.setdefault((d.gid, d.source), d.line)
+        if d.gid in d.deps and d.segment is None:  # a segment may follow its sibling
+            g.self_dependency = True
         g.title = g.title or d.title
         g.tasks.extend(t for t in d.tasks if t not in g.tasks)
         g.dependencies = unique(g.dependencies + [x for x in d.deps if x != d.gid])

@@ -40,6 +40,8 @@ class TaskGroup:
     est_context: str | None = None
     segments: list[str] = field(default_factory=list)
     line: int | None = None  # 1-based line where the group is first defined
+    duplicate_lines: list[int] = field(default_factory=list)  # the same id defined again
+    self_dependency: bool = False  # it named itself as a dependency (dropped)
 
 
 @dataclass
