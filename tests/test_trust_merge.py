@@ -4,11 +4,13 @@ make tools run code does not merge (through `agentrun run`, the scripted model, 
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from pathlib import Path
 
 from clirun import agentrun
 from gitutil import run_git
-from runkit import make_project, scripted, spec_text, writes
+from runkit import command, make_project, scripted, spec_text, submit, writes
 
 TWO = [("G1", [], "src/a.py"), ("G2", [], "src/b.py")]
 
@@ -82,3 +84,34 @@ def test_a_spec_id_that_leaves_the_repository_is_refused(tmp_path):
     assert not list(tmp_path.rglob("x-state.json"))
     assert run_git(root, "status", "--porcelain") == ""
     assert "agentrun/" not in run_git(root, "branch", "--all")
+
+
+def test_a_forged_progress_line_cannot_aim_the_timeout_kill(tmp_path):
+    """A worker names someone else's process group in its progress file; on its timeout
+    only the commands it really started are killed."""
+    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        line = json.dumps({"type": "spawn", "pgid": bystander.pid})
+        forge = ("python3 -c 'import sys; open(sys.argv[1], \"a\").write(sys.argv[2] + "
+                 f"chr(10))' ../../workers/single/progress.ndjson '{line}'; "
+                 "sleep 300 & echo $! > sleeper.pid; wait")
+        script = {"groups": {"G1": [command(forge), submit("complete", "never")]}}
+        root = make_project(tmp_path / "p", "SPEC-74", spec_text("SPEC-74", TWO[:1]), script)
+        proc = agentrun("run", "SPEC-74", *scripted("--worker-timeout", "4"), cwd=root)
+        assert proc.returncode == 1, proc.stderr
+        group = proc.json["groups"]["G1"]
+        assert group["stop_reason"] == "timeout"
+        run_dir = Path(proc.json["run_dir"])
+        assert str(bystander.pid) in (run_dir / "workers/single/progress.ndjson").read_text()
+        time.sleep(0.5)
+        assert bystander.poll() is None, "the bystander's process group was killed"
+        sleeper = int((Path(group["worktree"]) / "sleeper.pid").read_text())
+        stat = Path(f"/proc/{sleeper}/stat")
+        deadline = time.monotonic() + 5
+        while stat.exists() and stat.read_text().split()[2] != "Z" and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not stat.exists() or stat.read_text().split()[2] == "Z", "its command survived"
+    finally:
+        bystander.kill()
+        bystander.wait()

@@ -26,6 +26,7 @@ from agentrun.run.record import EventSink
 from agentrun.run.verify import Delivery
 
 STOP_GRACE_S = 5.0  # after SIGTERM, how long a worker may take to save its result
+_MAX_ANCESTRY = 64  # how far up the parent chain a command's process may be from its worker
 
 # makes a batch's worktree and assignment (and marks its groups running) from a base commit
 Prepare = Callable[[Batch, str], Assignment]
@@ -130,7 +131,7 @@ class ProcessHandle:
         self.cancel = cancel
         self.emit = emit
         self.offset = 0
-        self.commands: set[int] = set()  # process groups of the commands it runs
+        self.commands: set[int] = set()  # process groups of the commands it runs (checked)
 
     def poll(self) -> bool:
         proc = self.proc
@@ -154,9 +155,12 @@ class ProcessHandle:
 
     def kill(self, reason: StopReason) -> None:
         """Kill the worker, then the commands it left running (they have sessions of their
-        own, so killing the worker's group does not reach them)."""
+        own, so killing the worker's group does not reach them). Each group is checked again
+        while the worker still lives: once it is dead, its commands belong to init."""
+        worker = self.proc.process.pid
+        ours = {g for g in self.commands if worker is not None and started_by(g, worker)}
         self.proc.kill(reason)
-        for pgid in self.commands:
+        for pgid in ours:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
         self.commands = set()
@@ -177,13 +181,27 @@ class ProcessHandle:
                 event = json.loads(raw)
             except ValueError:
                 continue
-            if event.get("type") == "spawn":
-                self.commands.add(int(event["pgid"]))
-            elif event.get("type") == "spawn_end":
-                self.commands.discard(int(event["pgid"]))
+            if event.get("type") in ("spawn", "spawn_end"):
+                self._track(event)
             self.emit({**event, "type": f"agent_{event.get('type', 'event')}",
                        "batch": self.batch}, record=False)
         self.offset += end + 1
+
+    def _track(self, event: dict[str, object]) -> None:
+        """Note a command's process group from the progress file, which the worker (and so
+        anything it ran) can write: only a group whose leader descends from the live worker
+        is ever signalled."""
+        pgid, worker = event.get("pgid"), self.proc.process.pid
+        if not isinstance(pgid, int) or isinstance(pgid, bool) or pgid <= 1:
+            return
+        if event["type"] == "spawn_end":
+            self.commands.discard(pgid)
+        elif worker is not None and self.proc.alive() and started_by(pgid, worker):
+            self.commands.add(pgid)
+        else:
+            self.emit({"type": "warning", "batch": self.batch,
+                       "message": f"ignored process group {pgid} named in the progress file: "
+                                  "not a command of this worker"})
 
     def result(self) -> Delivery:
         return delivery(self.assignment, self._read())
@@ -206,6 +224,39 @@ class ProcessHandle:
             return failed_result(assignment, StopReason.ERROR,
                                  f"worker {how} and wrote no valid result: {exc}",
                                  round(proc.elapsed, 3))
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, process group) of `pid` from /proc, or None when it cannot be read."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()  # the name in parentheses may hold spaces
+    try:
+        return int(fields[1]), int(fields[2])
+    except (IndexError, ValueError):
+        return None
+
+
+def started_by(pgid: int, worker_pid: int) -> bool:
+    """Whether process group `pgid` is led by a process that descends from `worker_pid`
+    (a command the worker started in a session of its own). False where /proc is missing:
+    a group that cannot be checked is never signalled."""
+    leader = _stat(pgid)
+    if leader is None or leader[1] != pgid:
+        return False
+    parent = leader[0]
+    for _ in range(_MAX_ANCESTRY):
+        if parent == worker_pid:
+            return True
+        if parent <= 1:
+            return False
+        up = _stat(parent)
+        if up is None:
+            return False
+        parent = up[0]
+    return False
 
 
 class ProcessBackend:
