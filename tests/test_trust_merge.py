@@ -115,3 +115,23 @@ def test_a_forged_progress_line_cannot_aim_the_timeout_kill(tmp_path):
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_file_tools_refuse_git_internals(tmp_path):
+    """Replacing the worktree's `.git` (which would point the worker's commit at another
+    repository) is refused; the worker's real work still lands. (Two refusals in a row
+    escalate the worker as blocked, so one door per run; the others are unit-tested.)"""
+    def call(name: str, **arguments) -> dict:
+        return {"tool_calls": [{"name": name, "arguments": arguments}],
+                "usage": {"input_tokens": 100, "output_tokens": 10}}
+
+    script = {"groups": {"G1": [
+        call("write_file", path=".git", content="gitdir: /tmp/elsewhere\n"),
+        *writes("src/a.py", "A = 1\n")]}}
+    root = make_project(tmp_path / "p", "SPEC-75", spec_text("SPEC-75", TWO[:1]), script)
+    proc = agentrun("run", "SPEC-75", *scripted("--max-retries", "0"), cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.json["groups"]["G1"]["files_created"] == ["src/a.py"]
+    transcript = (Path(proc.json["run_dir"]) / "workers/single/transcript.jsonl").read_text()
+    assert "'.git' is inside .git" in transcript
+    assert run_git(root, "show", "HEAD:src/a.py") == "A = 1"
