@@ -8,7 +8,7 @@ from agent_fixtures import RecordingProvider, call, make_repo, make_task, submit
 
 from agentrun.agent.transcript import REDACTED, Redactor, Transcript, secret_values
 from agentrun.attempts import run_agent
-from agentrun.tools import policy
+from agentrun.tools import environment
 from agentrun.tools.base import CommandPolicy
 
 SECRET = "hunter2-very-secret-value"
@@ -67,7 +67,7 @@ def test_only_secret_looking_variables_are_collected():
 def test_transcript_redacts_what_run_command_scrubs():
     env = {"AWS_SECRET_ACCESS_KEY": "aws-secret-123", "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
            "PATH": "/usr/bin"}
-    scrubbed = policy.secret_values(CommandPolicy(), env)
+    scrubbed = environment.secret_values(CommandPolicy(), env)
     assert secret_values(env) == scrubbed == ["aws-secret-123"]
 
 

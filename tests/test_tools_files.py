@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrun.tools import files
+from agentrun.tools import fileio, files
 from agentrun.tools.base import (
     INVALID_ARGUMENTS,
     NOT_FOUND,
@@ -97,7 +97,7 @@ def test_read_fifo_does_not_block(root, tools):
 
 
 def test_read_refuses_huge_files(root, tools, monkeypatch):
-    monkeypatch.setattr(files, "READ_MAX_FILE_BYTES", 10)
+    monkeypatch.setattr(fileio, "READ_MAX_FILE_BYTES", 10)
     result = tools.call("read_file", {"path": "src/pkg/mod.py"})
     assert result.error_kind == TOOL_ERROR and "too large" in result.content
 
@@ -260,7 +260,7 @@ def test_list_errors(tools):
 
 
 def test_glob_regex():
-    rx = files.glob_regex
+    rx = fileio.glob_regex
     assert rx("*.py").match("a.py") and not rx("*.py").match("a/b.py")
     assert rx("**/*.py").match("a.py") and rx("**/*.py").match("a/b/c.py")
     assert rx("test_?.py").match("test_1.py") and not rx("test_?.py").match("test_12.py")
@@ -308,3 +308,16 @@ def test_search_caps_matches(root, tools, monkeypatch):
     (root / "many.txt").write_text("hit\n" * 10)
     result = tools.call("search_files", {"pattern": "hit"})
     assert result.data["count"] == 3 and "stopped after 3 matches" in result.content
+
+
+def test_listing_and_search_never_enter_git_in_any_case(root, tools):
+    (root / "sub" / ".GIT").mkdir(parents=True)
+    (root / "sub" / ".GIT" / "config").write_text("foo token\n")
+    listed = tools.call("list_files", {})
+    assert not any(".git" in f.casefold() for f in listed.data["files"])
+    assert "sub/.GIT" not in tools.call("search_files", {"pattern": "token"}).content
+    for call in (("list_files", {"path": "sub/.GIT"}),
+                 ("search_files", {"pattern": "foo", "path": ".git"}),
+                 ("read_file", {"path": "sub/.GIT/config"})):
+        result = tools.call(*call)
+        assert result.is_error and "inside .git" in result.content, call

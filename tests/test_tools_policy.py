@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentrun.errors import BadInput
-from agentrun.tools import policy
+from agentrun.tools import environment, paths
 from agentrun.tools.base import PATH_DENIED, CommandPolicy, ToolContext
-from agentrun.tools.policy import PathDenied, check_command, resolve_path
+from agentrun.tools.paths import PathDenied, resolve_path
+from agentrun.tools.policy import check_command
 from agentrun.tools.registry import Toolset
 
 
@@ -93,9 +94,23 @@ def test_home_and_nul_paths_denied(tree):
         resolve_path(root, "src/app.py\0.txt")
 
 
-def test_git_internals_are_inside(tree):
+@pytest.mark.parametrize("path", [".git", ".git/config", ".GIT/config", "sub/.git/config",
+                                  "sub/.Git", "./src/../.git/HEAD"])
+def test_git_internals_are_refused(tree, path):
+    """A worktree's `.git` points git at its repository and a checkout's `.git/config` may
+    hold a token: no tool reads or writes them, in any case, at any depth."""
     root, _ = tree
-    assert resolve_path(root, ".git/config").read_text() == "[core]\n"
+    with pytest.raises(PathDenied, match=r"\.git"):
+        resolve_path(root, path)
+    with pytest.raises(PathDenied):
+        paths.open_beneath(root, root / ".git" / "config")
+
+
+def test_a_symlink_to_git_internals_is_refused(tree):
+    root, _ = tree
+    (root / "gitlink").symlink_to(root / ".git")
+    with pytest.raises(PathDenied, match=r"\.git"):
+        resolve_path(root, "gitlink/config")
 
 
 def test_must_exist(tree):
@@ -133,9 +148,9 @@ def test_file_swapped_for_symlink_after_check_is_refused(tree):
     target.unlink()
     target.symlink_to(outside / "secret.txt")  # swapped in before the open
     with pytest.raises(PathDenied, match="symlink"):
-        policy.open_beneath(root, real, os.O_RDONLY)
+        paths.open_beneath(root, real, os.O_RDONLY)
     with pytest.raises(PathDenied):
-        policy.open_beneath(root, real, os.O_WRONLY | os.O_TRUNC)
+        paths.open_beneath(root, real, os.O_WRONLY | os.O_TRUNC)
     assert (outside / "secret.txt").read_text() == "TOP SECRET\n"
 
 
@@ -146,27 +161,27 @@ def test_directory_swapped_for_symlink_after_check_is_refused(tree):
     (root / "src").symlink_to(outside, target_is_directory=True)
     (outside / "app.py").write_text("outside copy\n")
     with pytest.raises(PathDenied, match="symlink"):
-        policy.open_beneath(root, real, os.O_RDONLY)
+        paths.open_beneath(root, real, os.O_RDONLY)
     with pytest.raises(PathDenied):
-        policy.open_parent_beneath(root, real, make_parents=True)
+        paths.open_parent_beneath(root, real, make_parents=True)
 
 
 def test_open_beneath_rejects_targets_outside(tree):
     root, outside = tree
     with pytest.raises(PathDenied):
-        policy.open_beneath(root, outside / "secret.txt")
+        paths.open_beneath(root, outside / "secret.txt")
 
 
 def _swap_after_check(monkeypatch, swap):
     """Run the real `resolve_path`, then change the file system before the tool opens."""
-    real_resolve = policy.resolve_path
+    real_resolve = paths.resolve_path
 
     def checked_then_swapped(root, path, **kwargs):
         result = real_resolve(root, path, **kwargs)
         swap()
         return result
 
-    monkeypatch.setattr(policy, "resolve_path", checked_then_swapped)
+    monkeypatch.setattr(paths, "resolve_path", checked_then_swapped)
 
 
 def test_write_tool_refuses_symlink_swapped_in_after_check(tree, monkeypatch):
@@ -204,7 +219,7 @@ def test_write_replaces_a_swapped_in_final_symlink_instead_of_following_it(tree)
     real = resolve_path(root, "src/app.py")
     (root / "src" / "app.py").unlink()
     (root / "src" / "app.py").symlink_to(outside / "secret.txt")
-    from agentrun.tools.files import _write_atomic
+    from agentrun.tools.fileio import write_atomic as _write_atomic
 
     with pytest.raises(PathDenied):
         _write_atomic(root, real, b"pwned\n")
@@ -293,7 +308,7 @@ def test_scrubbed_env_removes_secrets_and_sets_non_interactive(monkeypatch):
            "DB_PASSWORD": "p-1234567", "GITHUB_TOKEN": "g-1234567",
            "AWS_SECRET_ACCESS_KEY": "a-1234567", "PATH": "/usr/bin", "HOME": "/home/x",
            "SHORT_TOKEN": "abc"}
-    child, secrets = policy.scrubbed_env(CommandPolicy(), env)
+    child, secrets = environment.scrubbed_env(CommandPolicy(), env)
     assert set(child) >= {"PATH", "HOME"}
     for name in ("FOO_API_KEY", "bar_token", "X_SECRET", "DB_PASSWORD", "GITHUB_TOKEN",
                  "AWS_SECRET_ACCESS_KEY", "SHORT_TOKEN"):
@@ -303,12 +318,12 @@ def test_scrubbed_env_removes_secrets_and_sets_non_interactive(monkeypatch):
 
 
 def test_custom_secret_suffixes():
-    child, _ = policy.scrubbed_env(CommandPolicy(secret_suffixes=("_CREDS",)),
+    child, _ = environment.scrubbed_env(CommandPolicy(secret_suffixes=("_CREDS",)),
                                    {"MY_CREDS": "x" * 10, "MY_TOKEN": "y" * 10})
     assert "MY_CREDS" not in child and "MY_TOKEN" in child
 
 
 def test_redact_longest_first():
     text = "key=abcdef123456 and short=abcdef123"
-    assert policy.redact(text, ["abcdef123456", "abcdef123"]) == \
+    assert environment.redact(text, ["abcdef123456", "abcdef123"]) == \
         "key=[REDACTED] and short=[REDACTED]"

@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentrun.tools import policy
+from agentrun.tools import environment
 from agentrun.tools.base import CommandPolicy
-from agentrun.tools.policy import REDACTED
+from agentrun.tools.environment import REDACTED
 
 MAX_TEXT = 4_000  # characters of any one string value kept in the transcript
 
@@ -35,7 +35,7 @@ _PATTERNS = [
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """Values of the secret environment variables (the ones `run_command` scrubs), longest
     first so that overlapping values are replaced whole."""
-    return policy.secret_values(CommandPolicy(), environ)
+    return environment.secret_values(CommandPolicy(), environ)
 
 
 class Redactor:
@@ -43,7 +43,7 @@ class Redactor:
         self.secrets = [s for s in secrets if s]
 
     def text(self, value: str) -> str:
-        value = policy.redact(value, self.secrets)
+        value = environment.redact(value, self.secrets)
         for pattern in _PATTERNS:
             value = pattern.sub(_replacement, value)
         return value

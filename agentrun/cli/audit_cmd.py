@@ -266,7 +266,7 @@ def _static_one(spec_arg: str, out, report) -> int:
     from agentrun.audit.static import static_audit
     from agentrun.cli.common import load
 
-    _project, parsed = load(spec_arg)
+    _project, parsed = load(spec_arg, names_paths=False)
     result = static_audit(parsed)
     report([result])
     if out.mode == "json":

@@ -24,10 +24,16 @@ def output(json_flag: bool) -> Output:
     return Output(detect_mode(json_flag))
 
 
-def load(spec_arg: str | None) -> tuple[Project, Spec]:
-    """The project and parsed spec a command works on; errors are SpecError/BadInput."""
+def load(spec_arg: str | None, *, names_paths: bool = True) -> tuple[Project, Spec]:
+    """The project and parsed spec a command works on; errors are SpecError/BadInput.
+
+    `names_paths`: the command uses the spec id in file names or branches, so an id that
+    could leave the repository (`../../x`) is refused here, before anything is written.
+    """
     from agentrun.project import project_for_spec
     from agentrun.spec import load_spec
+    from agentrun.spec.ids import require_safe_id
 
     project, path = project_for_spec(spec_arg)
-    return project, load_spec(path)
+    spec = load_spec(path)
+    return project, require_safe_id(spec) if names_paths else spec

@@ -26,6 +26,7 @@ from agentrun.run.record import EventSink
 from agentrun.run.verify import Delivery
 
 STOP_GRACE_S = 5.0  # after SIGTERM, how long a worker may take to save its result
+_MAX_ANCESTRY = 64  # how far up the parent chain a command's process may be from its worker
 
 # makes a batch's worktree and assignment (and marks its groups running) from a base commit
 Prepare = Callable[[Batch, str], Assignment]
@@ -130,7 +131,7 @@ class ProcessHandle:
         self.cancel = cancel
         self.emit = emit
         self.offset = 0
-        self.commands: set[int] = set()  # process groups of the commands it runs
+        self.commands: set[int] = set()  # process groups of the commands it runs (checked)
 
     def poll(self) -> bool:
         proc = self.proc
@@ -154,9 +155,12 @@ class ProcessHandle:
 
     def kill(self, reason: StopReason) -> None:
         """Kill the worker, then the commands it left running (they have sessions of their
-        own, so killing the worker's group does not reach them)."""
+        own, so killing the worker's group does not reach them). Each group is checked again
+        while the worker still lives: once it is dead, its commands belong to init."""
+        worker = self.proc.process.pid
+        ours = {g for g in self.commands if worker is not None and started_by(g, worker)}
         self.proc.kill(reason)
-        for pgid in self.commands:
+        for pgid in ours:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
         self.commands = set()
@@ -177,13 +181,27 @@ class ProcessHandle:
                 event = json.loads(raw)
             except ValueError:
                 continue
-            if event.get("type") == "spawn":
-                self.commands.add(int(event["pgid"]))
-            elif event.get("type") == "spawn_end":
-                self.commands.discard(int(event["pgid"]))
+            if event.get("type") in ("spawn", "spawn_end"):
+                self._track(event)
             self.emit({**event, "type": f"agent_{event.get('type', 'event')}",
                        "batch": self.batch}, record=False)
         self.offset += end + 1
+
+    def _track(self, event: dict[str, object]) -> None:
+        """Note a command's process group from the progress file, which the worker (and so
+        anything it ran) can write: only a group whose leader descends from the live worker
+        is ever signalled."""
+        pgid, worker = event.get("pgid"), self.proc.process.pid
+        if not isinstance(pgid, int) or isinstance(pgid, bool) or pgid <= 1:
+            return
+        if event["type"] == "spawn_end":
+            self.commands.discard(pgid)
+        elif worker is not None and self.proc.alive() and started_by(pgid, worker):
+            self.commands.add(pgid)
+        else:
+            self.emit({"type": "warning", "batch": self.batch,
+                       "message": f"ignored process group {pgid} named in the progress file: "
+                                  "not a command of this worker"})
 
     def result(self) -> Delivery:
         return delivery(self.assignment, self._read())
@@ -206,6 +224,39 @@ class ProcessHandle:
             return failed_result(assignment, StopReason.ERROR,
                                  f"worker {how} and wrote no valid result: {exc}",
                                  round(proc.elapsed, 3))
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, process group) of `pid` from /proc, or None when it cannot be read."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()  # the name in parentheses may hold spaces
+    try:
+        return int(fields[1]), int(fields[2])
+    except (IndexError, ValueError):
+        return None
+
+
+def started_by(pgid: int, worker_pid: int) -> bool:
+    """Whether process group `pgid` is led by a process that descends from `worker_pid`
+    (a command the worker started in a session of its own). False where /proc is missing:
+    a group that cannot be checked is never signalled."""
+    leader = _stat(pgid)
+    if leader is None or leader[1] != pgid:
+        return False
+    parent = leader[0]
+    for _ in range(_MAX_ANCESTRY):
+        if parent == worker_pid:
+            return True
+        if parent <= 1:
+            return False
+        up = _stat(parent)
+        if up is None:
+            return False
+        parent = up[0]
+    return False
 
 
 class ProcessBackend:
@@ -247,15 +298,23 @@ class ProcessBackend:
 class CIDelivered(Protocol):
     """One CI job's result as `ci.read_results` matched it (see `ci.CIResult`)."""
 
+    path: Path
     result: WorkerResult
     branch: str
     ref: str | None
     base_commit: str | None
+    problem: str | None
 
 
 class CIResultsBackend:
     """Workers that already ran in CI jobs: starting one reads its result; its work is on
-    the branch the job pushed (`ref` here)."""
+    the branch the job pushed (`ref` here).
+
+    A result file is an artifact anyone with access to the workflow could replace, so it only
+    says what happened: the branch is the batch's own (`ci_branch`), the base is where git
+    shows that branch leaving HEAD's history, and a file that claims otherwise fails its
+    batch instead of merging.
+    """
 
     sequential = False
 
@@ -269,31 +328,36 @@ class CIResultsBackend:
     def start(self, batch: Batch, base: str) -> WorkerHandle:
         ids = batch.ids
         ci = self.results.get(batch.id)
+        branch = ci_branch(self.spec_id, batch.id)
         if ci is None:  # only with --allow-missing
-            branch = ci_branch(self.spec_id, batch.id)
             result = WorkerResult(group=ids[0], groups=ids, status=Status.FAILED,
                                   stop_reason=StopReason.ERROR, batch=batch.id, branch=branch,
                                   error="no result file: the CI job of this batch "
                                         "delivered none")
             ref, job_base = branch, base
         else:
-            result, branch = ci.result, ci.branch
-            ref = ci.ref or branch
-            job_base = self._base_of(ci, base)
+            result, ref = ci.result, ci.ref or branch
+            job_base, problem = self._base_of(ci, base)
+            problem = ci.problem or problem
+            if problem:
+                result = result.model_copy(update={
+                    "status": Status.FAILED, "stop_reason": StopReason.ERROR,
+                    "error": problem, "branch": branch})
         record_dir = self.run_dir / "workers" / ref_safe(batch.id)
         record_dir.mkdir(parents=True, exist_ok=True)
         return FinishedHandle(batch.id, Delivery(
             result=result, ids=ids, batch=batch.id, ref=ref, base=job_base,
             record_dir=record_dir, group_branch=branch, merge_ref=ref))
 
-    def _base_of(self, ci: CIDelivered, head: str) -> str:
-        """The commit the job started from: as reported when git confirms it, else the
-        merge base of its branch and HEAD."""
+    def _base_of(self, ci: CIDelivered, head: str) -> tuple[str, str | None]:
+        """The commit the job started from — where its branch leaves HEAD's history — and
+        why the batch fails when git contradicts the result file (or shares no history)."""
         if ci.ref is None:
-            return head
-        if ci.base_commit:
-            sha = workspace.resolve_ref(self.root, ci.base_commit)
-            if sha and workspace.is_ancestor(self.root, sha, ci.ref):
-                return sha
-        out = workspace.git("merge-base", head, ci.ref, cwd=self.root, check=False).strip()
-        return out or head
+            return head, None
+        fork = workspace.git("merge-base", head, ci.ref, cwd=self.root, check=False).strip()
+        if not fork:
+            return head, f"branch {ci.branch} shares no history with HEAD: not merged"
+        if ci.base_commit and workspace.resolve_ref(self.root, ci.base_commit) != fork:
+            return fork, (f"{ci.path} names base commit {ci.base_commit[:12]}, but "
+                          f"{ci.branch} leaves HEAD's history at {fork[:12]}: not merged")
+        return fork, None

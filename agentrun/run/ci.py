@@ -134,11 +134,12 @@ class CIResult:
     result: WorkerResult
     wave: Wave
     batch: Batch
-    branch: str  # the branch name the job committed on
+    branch: str  # the batch's branch, as aggregate derives it (never as the file names it)
     base_commit: str | None = None  # the commit the job started from, as it reported it
     provider: str | None = None
     model: str | None = None
     ref: str | None = None  # the git ref holding the branch here (local or remote-tracking)
+    problem: str | None = None  # why the batch fails without merging (a forged result)
 
 
 def read_results(paths: Iterable[Path], spec: Spec, plan: Plan) -> list[CIResult]:
@@ -177,11 +178,15 @@ def read_results(paths: Iterable[Path], spec: Spec, plan: Plan) -> list[CIResult
             raise BadInput(f"two results for batch {batch.id}: {seen[batch.id]} and {path}",
                            hint="pass one result per matrix job")
         seen[batch.id] = path
-        found.append(CIResult(path=path, result=result, wave=wave, batch=batch,
-                              branch=result.branch or ci_branch(spec.id, batch.id),
+        branch = ci_branch(spec.id, batch.id)
+        problem = None
+        if result.branch and result.branch != branch:
+            problem = (f"{path} names branch {result.branch}, but batch {batch.id}'s work is "
+                       f"on {branch}: not merged")
+        found.append(CIResult(path=path, result=result, wave=wave, batch=batch, branch=branch,
                               base_commit=_text(data.get("base_commit")),
                               provider=_text(data.get("provider")),
-                              model=_text(data.get("model"))))
+                              model=_text(data.get("model")), problem=problem))
     if not found:
         raise BadInput("no result files given", hint=RESULT_HINT)
     waves = sorted({r.wave.number for r in found})
@@ -261,6 +266,8 @@ def prepare(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path], *, 
                        hint="pass every matrix job's result file, or --allow-missing to count "
                             "the missing ones as failed")
     for ci in results:
+        if ci.problem:
+            continue  # fails its batch (`CIResultsBackend`), whatever git holds
         ci.ref = resolve_branch(root, ci.branch, remote)
         if ci.ref is None and Status(ci.result.status).landed_work:
             raise BadInput(

@@ -1,7 +1,9 @@
 """Checking what a worker says it did against git, and recording the outcome per group.
 
 A worker's result is a claim: the commits, the files and the status recorded are what git
-shows on its branch since its base, whatever the result file says.
+shows on its branch since its base, whatever the result file says. The changed paths then pass
+the merge policy (`run.policy`): a branch that changes a protected path fails here, so it never
+reaches the merge.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from agentrun import workspace
 from agentrun.fsutil import atomic_write_json
 from agentrun.protocol import Status, StopReason, WorkerResult
 from agentrun.report.execution_state import RunState
+from agentrun.run.policy import MergePolicy
 from agentrun.run.record import Recorder
 
 
@@ -44,6 +47,7 @@ class Verifier:
         self.state = state
         self.record = record
         self.cancel = cancel
+        self.policy = MergePolicy.for_run(root, record.project, record.spec)
 
     def check(self, d: Delivery) -> WorkerResult:
         """The verified result (its status `failed` for interrupted work); each group of the
@@ -70,6 +74,9 @@ class Verifier:
             status = Status.INTERRUPTED
         if status == Status.COMPLETE and not actual:
             deviations.append("reported complete but committed no changes")
+        refusal = self._apply_policy(d, [*created, *modified, *deleted], deviations)
+        if refusal and status.landed_work:
+            status, result.error = Status.FAILED, refusal
         result.commits, result.files_created, result.files_modified = actual, created, modified
         result.files_deleted = deleted
         result.deviations = deviations
@@ -96,3 +103,19 @@ class Verifier:
         if d.merge_ref is not None:
             result.branch = d.merge_ref
         return result
+
+    def _apply_policy(self, d: Delivery, changed: list[str], deviations: list[str]) -> str:
+        """Check the changed paths; every finding becomes a deviation and an event. Returns
+        why the work must not merge ("" when it may)."""
+        refused = []
+        for finding in self.policy.check(changed):
+            deviations.append(finding.reason())
+            self.record.emit({"type": "protected_change", "batch": d.batch, "groups": d.ids,
+                              "path": finding.path, "kind": finding.kind,
+                              "allowed": finding.allowed})
+            if not finding.allowed:
+                refused.append(finding.reason())
+        if not refused:
+            return ""
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        return f"not merged: {refused[0]}{more}"

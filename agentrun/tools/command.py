@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import Field
 
 from agentrun.sandbox.base import CommandResult, Sandbox
-from agentrun.tools import policy
+from agentrun.tools import environment, policy
 from agentrun.tools.base import (
     COMMAND_DENIED,
     COMMAND_FAILED,
@@ -27,10 +27,10 @@ def execute_command(sandbox: Sandbox, command: str, root: Path, rules: CommandPo
                     timeout_s: float) -> ToolResult:
     """Run `command` in `sandbox` under `rules` (secrets scrubbed from its environment and
     redacted from its output); the deny list is checked by the caller."""
-    env, secrets = policy.scrubbed_env(rules)
+    env, secrets = environment.scrubbed_env(rules)
     result = sandbox.run(command, cwd=root, timeout_s=timeout_s, env=env,
                          max_output_chars=rules.max_output_chars,
-                         redact=lambda text: policy.redact(text, secrets))
+                         redact=lambda text: environment.redact(text, secrets))
     return _tool_result(result, timeout_s)
 
 

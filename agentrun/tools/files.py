@@ -1,25 +1,21 @@
 """File tools: read, write, edit, list and search files inside the worktree.
 
-Every path goes through `policy.resolve_path` and every open through `policy.open_beneath`
-(no symlink is followed, even one swapped in after the check). Output is capped so one call
-cannot flood the model's context.
+Every path goes through `paths.resolve_path` and every open through `paths.open_beneath`
+(no symlink is followed, even one swapped in after the check; `.git` is never entered).
+Output is capped so one call cannot flood the model's context.
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import functools
 import os
 import re
-import secrets
 import stat
-from collections.abc import Iterator
-from pathlib import Path
 
 from pydantic import Field
 
-from agentrun.tools import policy
+from agentrun.tools import environment, fileio, paths
 from agentrun.tools.base import (
     INVALID_ARGUMENTS,
     NOT_FOUND,
@@ -36,174 +32,6 @@ LIST_MAX_ENTRIES = 1000
 SEARCH_MAX_MATCHES = 200
 SEARCH_LINE_CHARS = 300
 SEARCH_MAX_FILE_BYTES = 5_000_000
-READ_MAX_FILE_BYTES = 20_000_000  # read_file/edit_file load the whole file
-_SNIFF_BYTES = 8192
-_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK  # a FIFO must not block the open
-_SKIP_NAMES = {".git"}
-
-
-# ------------------------------------------------------------------------------ shared helpers
-
-def _read_bytes(root: Path, real: Path, name: str) -> bytes:
-    """The bytes of the regular file `real`, opened without following symlinks."""
-    fd = policy.open_beneath(root, real, _READ_FLAGS)
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(f"{name!r} is a directory; use list_files to see inside it")
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{name!r} is not a regular file")
-        size = st.st_size
-        if size > READ_MAX_FILE_BYTES:
-            raise OSError(f"{name!r} is too large ({size} bytes); inspect it with run_command "
-                          "(e.g. `head`, `sed -n`, `grep`)")
-    except BaseException:
-        os.close(fd)
-        raise
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read()
-
-
-def _looks_binary(head: bytes) -> bool:
-    if b"\0" in head:
-        return True
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return exc.start < len(head) - 3  # a character cut at the end of the sample is fine
-    return False
-
-
-def _write_atomic(root: Path, real: Path, data: bytes) -> bool:
-    """Replace `real` with `data` via a temp file and rename in the same directory.
-
-    Returns whether the file was created. The rename replaces the directory entry itself, so
-    neither a symlink nor a hard link at the destination can redirect the write.
-    """
-    if os.path.realpath(real) == os.path.realpath(root):
-        raise IsADirectoryError("the worktree root is a directory")
-    dir_fd, name = policy.open_parent_beneath(root, real, make_parents=True)
-    try:
-        try:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            st = None
-        if st is not None and stat.S_ISLNK(st.st_mode):
-            raise policy.PathDenied(f"{name!r} is a symlink; refusing to write through it")
-        if st is not None and stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(f"{name!r} is a directory")
-        tmp = f".{name[:100]}.{secrets.token_hex(4)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o666, dir_fd=dir_fd)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                if st is not None:
-                    os.fchmod(fh.fileno(), stat.S_IMODE(st.st_mode))
-            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            raise
-        return st is None
-    finally:
-        os.close(dir_fd)
-
-
-def _walk(root: Path, start: Path) -> Iterator[tuple[int, str, str]]:
-    """Yield `(dir_fd, name, relpath)` for every non-directory under `start`, depth first in
-    name order, skipping `.git` and never following a symlink. `dir_fd` is valid only until
-    the next item is requested."""
-    top = policy.open_dir_beneath(root, start)
-    base = policy.display_path(root, start)
-    stack = [(top, "" if base == "." else base, iter(_entries(top)))]
-    try:
-        while stack:
-            fd, rel, entries = stack[-1]
-            item = next(entries, None)
-            if item is None:
-                stack.pop()
-                os.close(fd)
-                continue
-            name, is_dir = item
-            if name in _SKIP_NAMES:
-                continue
-            path = f"{rel}/{name}" if rel else name
-            if is_dir:
-                try:
-                    child = os.open(name, policy.DIR_FLAGS, dir_fd=fd)
-                except OSError:
-                    continue  # replaced by a symlink or unreadable: skip it
-                stack.append((child, path, iter(_entries(child))))
-            else:
-                yield fd, name, path
-    finally:
-        for fd, _, _ in stack:
-            os.close(fd)
-
-
-def _entries(dir_fd: int) -> list[tuple[str, bool]]:
-    with os.scandir(dir_fd) as it:
-        return sorted((e.name, e.is_dir(follow_symlinks=False)) for e in it)
-
-
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a glob: `*` and `?` stay within one path segment, `**` crosses segments,
-    `[abc]`/`[!abc]` are classes and `{a,b}` alternatives."""
-    i, out, depth = 0, [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = pattern.find("]", i + 2 if pattern[i + 1:i + 2] in ("!", "]") else i + 1)
-            if end == -1:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1:end]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body.replace(chr(92), chr(92) * 2)}]")
-                i = end
-        elif c == "{":
-            out.append("(?:")
-            depth += 1
-        elif c == "}" and depth:
-            out.append(")")
-            depth -= 1
-        elif c == "," and depth:
-            out.append("|")
-        else:
-            out.append(re.escape(c))
-        i += 1
-    out.extend(")" * depth)
-    return re.compile("".join(out) + r"\Z")
-
-
-def _glob_matcher(pattern: str | None):
-    """A predicate on a path relative to the listed directory: a pattern without `/` matches
-    the file name at any depth, one with `/` matches the whole relative path."""
-    if not pattern:
-        return lambda rel: True
-    pattern = pattern.removeprefix("./")
-    regex = glob_regex(pattern)
-    if "/" in pattern:
-        return lambda rel: regex.match(rel) is not None
-    return lambda rel: regex.match(rel.rsplit("/", 1)[-1]) is not None
-
-
-def _relative_to(rel: str, base: str) -> str:
-    return rel[len(base) + 1:] if base and rel.startswith(base + "/") else rel
 
 
 # ----------------------------------------------------------------------------------- read_file
@@ -222,14 +50,14 @@ class ReadFile(ArgsTool):
             f"Maximum number of lines to return. Default {READ_DEFAULT_LIMIT}."))
 
     def execute(self, ctx: ToolContext, args: ReadFile.Args) -> ToolResult:
-        real = policy.resolve_path(ctx.root, args.path, must_exist=True)
-        data = _read_bytes(ctx.root, real, args.path)
-        shown = policy.display_path(ctx.root, real)
-        if _looks_binary(data[:_SNIFF_BYTES]):
+        real = paths.resolve_path(ctx.root, args.path, must_exist=True)
+        data = fileio.read_bytes(ctx.root, real, args.path)
+        shown = paths.display_path(ctx.root, real)
+        if fileio.looks_binary(data[:fileio.SNIFF_BYTES]):
             return ToolResult.error(TOOL_ERROR, f"{shown} is a binary file ({len(data)} bytes);"
                                     " read_file shows text files only")
         text = data.decode("utf-8", errors="replace")
-        lines = policy.redact(text, policy.secret_values(ctx.policy)).splitlines()
+        lines = environment.redact(text, environment.secret_values(ctx.policy)).splitlines()
         total = len(lines)
         if total == 0:
             return ToolResult(f"{shown} is empty", data={"path": shown, "total_lines": 0})
@@ -270,10 +98,10 @@ class WriteFile(ArgsTool):
         content: str = Field(description="The complete new content of the file.")
 
     def execute(self, ctx: ToolContext, args: WriteFile.Args) -> ToolResult:
-        real = policy.resolve_path(ctx.root, args.path)
+        real = paths.resolve_path(ctx.root, args.path)
         data = args.content.encode("utf-8")
-        created = _write_atomic(ctx.root, real, data)
-        shown = policy.display_path(ctx.root, real)
+        created = fileio.write_atomic(ctx.root, real, data)
+        shown = paths.display_path(ctx.root, real)
         verb = "created" if created else "overwrote"
         return ToolResult(f"{verb} {shown} ({len(data)} bytes)",
                           data={"path": shown, "bytes": len(data), "created": created})
@@ -296,9 +124,9 @@ class EditFile(ArgsTool):
     def execute(self, ctx: ToolContext, args: EditFile.Args) -> ToolResult:
         if args.old == args.new:
             return ToolResult.error(INVALID_ARGUMENTS, "old and new are identical: nothing to do")
-        real = policy.resolve_path(ctx.root, args.path, must_exist=True)
-        shown = policy.display_path(ctx.root, real)
-        raw = _read_bytes(ctx.root, real, args.path)
+        real = paths.resolve_path(ctx.root, args.path, must_exist=True)
+        shown = paths.display_path(ctx.root, real)
+        raw = fileio.read_bytes(ctx.root, real, args.path)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -322,7 +150,7 @@ class EditFile(ArgsTool):
                 "include more surrounding context in old so it matches exactly once")
         at = text.index(old)
         updated = text[:at] + new + text[at + len(old):]
-        _write_atomic(ctx.root, real, updated.encode("utf-8"))
+        fileio.write_atomic(ctx.root, real, updated.encode("utf-8"))
         line = text.count("\n", 0, at) + 1
         return ToolResult(f"edited {shown}: replaced 1 occurrence at line {line}",
                           data={"path": shown, "line": line})
@@ -373,15 +201,15 @@ class ListFiles(ArgsTool):
         pattern: str | None = Field(None, description="Glob filter, e.g. `*.py` or `docs/**/*.md`.")
 
     def execute(self, ctx: ToolContext, args: ListFiles.Args) -> ToolResult:
-        real = policy.resolve_path(ctx.root, args.path or ".", must_exist=True)
-        base = policy.display_path(ctx.root, real)
+        real = paths.resolve_path(ctx.root, args.path or ".", must_exist=True)
+        base = paths.display_path(ctx.root, real)
         base = "" if base == "." else base
-        matches = _glob_matcher(args.pattern)
+        matches = fileio.glob_matcher(args.pattern)
         if not real.is_dir() or real.is_symlink():
             files = [base] if matches(base.rsplit("/", 1)[-1]) else []
         else:
-            files = sorted(rel for _, _, rel in _walk(ctx.root, real)
-                           if matches(_relative_to(rel, base)))
+            files = sorted(rel for _, _, rel in fileio.walk(ctx.root, real)
+                           if matches(fileio.relative_to(rel, base)))
         total = len(files)
         shown = files[:LIST_MAX_ENTRIES]
         where = base or "the worktree"
@@ -417,31 +245,31 @@ class SearchFiles(ArgsTool):
         except re.error as exc:
             return ToolResult.error(INVALID_ARGUMENTS,
                                     f"pattern is not a valid regular expression: {exc}")
-        real = policy.resolve_path(ctx.root, args.path or ".", must_exist=True)
-        base = policy.display_path(ctx.root, real)
+        real = paths.resolve_path(ctx.root, args.path or ".", must_exist=True)
+        base = paths.display_path(ctx.root, real)
         base = "" if base == "." else base
-        matches = _glob_matcher(args.glob)
+        matches = fileio.glob_matcher(args.glob)
         hits: list[str] = []
         searched = 0
         truncated = False
         if real.is_dir() and not real.is_symlink():
-            candidates = ((fd, name, rel) for fd, name, rel in _walk(ctx.root, real)
-                          if matches(_relative_to(rel, base)))
+            candidates = ((fd, name, rel) for fd, name, rel in fileio.walk(ctx.root, real)
+                          if matches(fileio.relative_to(rel, base)))
             for fd, name, rel in candidates:
                 searched += 1
-                opener = functools.partial(os.open, name, _READ_FLAGS | os.O_NOFOLLOW,
+                opener = functools.partial(os.open, name, fileio.READ_FLAGS | os.O_NOFOLLOW,
                                            dir_fd=fd)
                 if _search_file(opener, rel, regex, hits):
                     truncated = True
                     break
         else:
             searched = 1
-            truncated = _search_file(lambda: policy.open_beneath(ctx.root, real, _READ_FLAGS),
+            truncated = _search_file(lambda: paths.open_beneath(ctx.root, real, fileio.READ_FLAGS),
                                      base, regex, hits)
         if not hits:
             return ToolResult(f"no matches for {args.pattern!r} in {searched} files searched",
                               data={"count": 0, "files_searched": searched})
-        body = policy.redact("\n".join(hits), policy.secret_values(ctx.policy))
+        body = environment.redact("\n".join(hits), environment.secret_values(ctx.policy))
         if truncated:
             body += (f"\n[stopped after {SEARCH_MAX_MATCHES} matches; narrow the pattern, path "
                      "or glob]")
@@ -462,7 +290,7 @@ def _search_file(opener, rel: str, regex: re.Pattern[str], hits: list[str]) -> b
         return False
     with os.fdopen(fd, "rb") as fh:
         data = fh.read()
-    if _looks_binary(data[:_SNIFF_BYTES]):
+    if fileio.looks_binary(data[:fileio.SNIFF_BYTES]):
         return False
     for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
         if regex.search(line):

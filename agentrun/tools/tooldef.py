@@ -23,7 +23,7 @@ from agentrun.tools.base import (
     ToolContext,
     ToolResult,
 )
-from agentrun.tools.policy import PathDenied
+from agentrun.tools.paths import PathDenied
 
 
 class ToolArgs(BaseModel):
