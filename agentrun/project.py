@@ -6,8 +6,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentrun.config import ProjectConfig, read_config
+import yaml
+
+from agentrun.config import ProjectConfig, read_config, user_config_path
 from agentrun.errors import BadInput
+from agentrun.providers.catalog import CATALOG
+from agentrun.yamlload import safe_load
 
 SPECFLOW = ".specflow"
 _ACTIVE = re.compile(r"\*{0,2}Active\s+Spec(?:ification)?:?\*{0,2}:?\s*(?P<value>.+)", re.I)
@@ -109,3 +113,40 @@ def project_for_spec(spec_arg: str | None, cwd: Path | None = None) -> tuple[Pro
         if owner.root != project.root:
             project = owner
     return project, path
+
+
+def user_settings_names() -> list[str]:
+    """What the user-level file may set: the providers' key and server variables."""
+    names = {n for spec in CATALOG.values() for n in (spec.key_var, spec.base_url_var) if n}
+    return sorted(names)
+
+
+def user_settings() -> dict[str, str]:
+    """The user-level config file's settings (`ANTHROPIC_API_KEY: ...`, `OPENAI_BASE_URL: ...`).
+
+    They stand in for environment variables of the same names (the environment wins), and live
+    outside every repository, so no change to a project can point a run at another server.
+    """
+    path = user_config_path()
+    if not path.is_file():
+        return {}
+    try:
+        data = safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError, OSError) as exc:
+        raise BadInput(f"invalid user config {path}: {exc}",
+                       hint="fix the YAML syntax or remove the file") from None
+    if data is None:
+        return {}
+    allowed = user_settings_names()
+    if not isinstance(data, dict):
+        raise BadInput(f"invalid user config {path}: expected a mapping of settings",
+                       hint=f"write `NAME: value` lines; the names are: {', '.join(allowed)}")
+    for key, value in data.items():
+        if key not in allowed:
+            raise BadInput(f"invalid user config {path}: unknown key `{key}`",
+                           hint=f"the keys here are: {', '.join(allowed)}")
+        if not isinstance(value, str):
+            raise BadInput(f"invalid user config {path}: `{key}` must be a string",
+                           hint=f"e.g. `{key}: <value>`")
+    return {key: value.strip() for key, value in data.items() if value.strip()}
+

@@ -11,10 +11,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentrun.config import DEFAULT_RETRIES, DEFAULT_TOKEN_BUDGET, DEFAULT_WORKER_TIMEOUT_S
 from agentrun.fsutil import atomic_write_text
+from agentrun.providers.urls import public_url
 
 
 class Status(StrEnum):
@@ -86,11 +87,17 @@ class GroupAssignment(BaseModel):
 class ProviderSettings(BaseModel):
     provider: str
     model: str
-    base_url: str | None = None
+    base_url: str | None = None  # shown form only: the worker finds the real URL itself
     max_retries: int = 2
     timeout_s: float = 600.0
     script: str | None = None  # scripted provider: the script file
     record: str | None = None  # record the session into this scripted-format file
+
+    @field_validator("base_url")
+    @classmethod
+    def _public(cls, value: str | None) -> str | None:
+        """An assignment is a file: a server URL's credentials never go into it."""
+        return public_url(value) if value else value
 
 
 class WorkerLimits(BaseModel):
