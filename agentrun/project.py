@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,10 +13,13 @@ import yaml
 
 from agentrun.config import ProjectConfig, read_config, user_config_path
 from agentrun.errors import BadInput
+from agentrun.gitcli import git, run_git, split_z
+from agentrun.gitlock import git_common_dir
 from agentrun.providers.catalog import CATALOG
 from agentrun.yamlload import safe_load
 
 SPECFLOW = ".specflow"
+OVERRIDE_KINDS = ("agents", "prompts")  # the `.specflow/` folders that override packaged files
 _ACTIVE = re.compile(r"\*{0,2}Active\s+Spec(?:ification)?:?\*{0,2}:?\s*(?P<value>.+)", re.I)
 
 
@@ -21,6 +27,8 @@ _ACTIVE = re.compile(r"\*{0,2}Active\s+Spec(?:ification)?:?\*{0,2}:?\s*(?P<value
 class Project:
     root: Path
     config: ProjectConfig = field(default_factory=ProjectConfig)
+    _pinned: tuple[str, Path] | None = field(default=None, repr=False, compare=False)
+    _pin_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def specflow(self) -> Path:
@@ -45,6 +53,18 @@ class Project:
     @property
     def execution_dir(self) -> Path:
         return self.specflow / "execution"
+
+    def pinned_overrides(self) -> tuple[str, Path]:
+        """The commit, and a directory holding its `.specflow/agents` and `.specflow/prompts`,
+        fixed the first time a run asks (at its start, HEAD is the user's commit).
+
+        Workers read agent and prompt overrides from there, never from a working tree: files a
+        worker writes (and that may be merged) must not change what later workers are told.
+        """
+        with self._pin_lock:
+            if self._pinned is None:
+                self._pinned = snapshot_overrides(self.root, "HEAD")
+            return self._pinned
 
     def project_text(self) -> str:
         return self.project_md.read_text(encoding="utf-8") if self.project_md.is_file() else ""
@@ -150,3 +170,33 @@ def user_settings() -> dict[str, str]:
                            hint=f"e.g. `{key}: <value>`")
     return {key: value.strip() for key, value in data.items() if value.strip()}
 
+
+
+def snapshot_overrides(root: Path, rev: str) -> tuple[str, Path]:
+    """Copy the committed override files of `rev` out of git into a directory of their own.
+
+    It lives in the repository's git dir, under the commit's name: outside every working tree
+    (no merge writes there) and the same for every run from that commit.
+    """
+    commit = git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", cwd=root)
+    dest = git_common_dir(root) / "agentrun" / "overrides" / commit
+    if dest.is_dir():
+        return commit, dest
+    tmp = dest.with_name(f".{commit}.{os.getpid()}.{threading.get_ident()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for kind in OVERRIDE_KINDS:
+        folder = f"{SPECFLOW}/{kind}"
+        (tmp / folder).mkdir(parents=True, exist_ok=True)
+        listed = git("ls-tree", "-z", "--name-only", commit, "--", f"{folder}/", cwd=root)
+        for name in split_z(listed):
+            rel = Path(name)
+            if rel.suffix != ".md" or rel.parent != Path(folder):
+                continue
+            blob = run_git("cat-file", "blob", f"{commit}:./{name}", cwd=root)
+            if blob.returncode == 0:  # a submodule or a tree named *.md is no template
+                (tmp / folder / rel.name).write_text(blob.stdout, encoding="utf-8")
+    try:
+        tmp.rename(dest)
+    except OSError:  # another process pinned the same commit first: theirs is identical
+        shutil.rmtree(tmp, ignore_errors=True)
+    return commit, dest

@@ -124,6 +124,8 @@ class Assignment(BaseModel):
     acceptance_criteria: list[str] = Field(default_factory=list)
     project_md: str = ""
     project_root: str | None = None  # where .specflow/ overrides (agents, prompts) live
+    overrides_commit: str | None = None  # the user's commit those overrides were read from
+    command_env: list[str] = Field(default_factory=list)  # config `command_env`
     worktree: str
     branch: str
     base_commit: str
