@@ -50,3 +50,18 @@ def test_workflow_commands_in_model_text_do_not_reach_ci_output(tmp_path):
 
 def test_inert_breaks_only_line_starts():
     assert inert("a ::error:: b\n ::add-mask::x") == "a ::error:: b\n : :add-mask::x"
+
+
+def test_a_commands_environment_is_allow_listed(tmp_path):
+    script = {"groups": {"G1": [{"tool_calls": [{"name": "run_command", "arguments": {
+        "command": "env > env.txt"}}]}, submit("complete", "done", ["every file exists"])]}}
+    root = make_project(tmp_path / "p", "SPEC-43", spec_text("SPEC-43", ONE), script,
+                        files={".specflow/config.yaml": "command_env: [NODE_ENV]\n"})
+    secrets = {"DATABASE_URL": "postgres://u:pw@h/db", "PGPASSWORD": "pg-pass-123456",
+               "STRIPE_SECRET_KEY": "sk_live_1234567890", "NODE_ENV": "test-env"}
+    proc = agentrun("run", "SPEC-43", *scripted(), env=secrets, cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    seen = (root / "env.txt").read_text()
+    assert "NODE_ENV=test-env" in seen and "PATH=" in seen
+    for name in ("DATABASE_URL", "PGPASSWORD", "STRIPE_SECRET_KEY"):
+        assert name not in seen

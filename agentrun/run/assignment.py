@@ -58,6 +58,7 @@ def make_assignment(project: Project, spec: Spec, plan: Plan, options: RunOption
         sections=sections,
         acceptance_criteria=[c.text for c in spec.acceptance_criteria],
         project_md=project.project_text(), project_root=str(overrides_root),
+        overrides_commit=overrides_commit, command_env=list(project.config.command_env),
         worktree=str(worktree), branch=branch, base_commit=base, agent=agent,
         provider=options.provider, limits=options.limits,
         validation_command=options.validation_command,
