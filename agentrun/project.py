@@ -27,7 +27,8 @@ _ACTIVE = re.compile(r"\*{0,2}Active\s+Spec(?:ification)?:?\*{0,2}:?\s*(?P<value
 class Project:
     root: Path
     config: ProjectConfig = field(default_factory=ProjectConfig)
-    _pinned: tuple[str, Path] | None = field(default=None, repr=False, compare=False)
+    _pinned: tuple[str, Path] | tuple[None, None] | None = field(default=None, repr=False,
+                                                                compare=False)
     _pin_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -54,12 +55,13 @@ class Project:
     def execution_dir(self) -> Path:
         return self.specflow / "execution"
 
-    def pinned_overrides(self) -> tuple[str, Path]:
+    def pinned_overrides(self) -> tuple[str, Path] | tuple[None, None]:
         """The commit, and a directory holding its `.specflow/agents` and `.specflow/prompts`,
         fixed the first time a run asks (at its start, HEAD is the user's commit).
 
         Workers read agent and prompt overrides from there, never from a working tree: files a
         worker writes (and that may be merged) must not change what later workers are told.
+        Outside a git repository (no run happens there) only the packaged files apply.
         """
         with self._pin_lock:
             if self._pinned is None:
@@ -172,13 +174,16 @@ def user_settings() -> dict[str, str]:
 
 
 
-def snapshot_overrides(root: Path, rev: str) -> tuple[str, Path]:
+def snapshot_overrides(root: Path, rev: str) -> tuple[str, Path] | tuple[None, None]:
     """Copy the committed override files of `rev` out of git into a directory of their own.
 
     It lives in the repository's git dir, under the commit's name: outside every working tree
     (no merge writes there) and the same for every run from that commit.
     """
-    commit = git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", cwd=root)
+    found = run_git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", cwd=root)
+    if found.returncode != 0:
+        return None, None
+    commit = found.stdout.strip()
     dest = git_common_dir(root) / "agentrun" / "overrides" / commit
     if dest.is_dir():
         return commit, dest
