@@ -15,7 +15,7 @@ from typing import Any
 from agentrun.providers.base import Message, Request, ToolCall, Turn, Usage
 from agentrun.providers.errors import MalformedResponse, NotConfigured
 from agentrun.providers.sdk_errors import ErrorContext, classify
-from agentrun.providers.urls import public_url, url_secrets
+from agentrun.providers.urls import public_url, sdk_endpoint, url_secrets
 
 KEY_VAR = "OPENAI_API_KEY"
 BASE_URL_VAR = "OPENAI_BASE_URL"
@@ -67,7 +67,7 @@ class OpenAIProvider:
 
                 self._sdk = openai
                 self._client = openai.OpenAI(
-                    api_key=self._api_key, base_url=self.base_url,
+                    api_key=self._api_key, **sdk_endpoint(self.base_url),
                     max_retries=self.max_retries, timeout=self.timeout)
             return self._client
 

@@ -9,7 +9,8 @@ Summary, the execution state, error messages — carries the public form.
 from __future__ import annotations
 
 import re
-from urllib.parse import unquote, urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
 
@@ -44,6 +45,19 @@ def url_secrets(url: str) -> list[str]:
         found += [parts.password, unquote(parts.password)]
     found += [value for _, _, value in (p.partition("=") for p in parts.query.split("&"))]
     return [s for s in found if s]
+
+
+def sdk_endpoint(url: str | None) -> dict[str, Any]:
+    """The SDK client arguments for `url`: a query string (`?api-key=...`, as some proxies
+    want) goes to every request as `default_query`; joined into `base_url`, the SDKs would put
+    it in the middle of the request path."""
+    if not url:
+        return {"base_url": None}
+    parts = urlsplit(url)
+    if not parts.query:
+        return {"base_url": url}
+    return {"base_url": urlunsplit((*parts[:3], "", "")),
+            "default_query": dict(parse_qsl(parts.query, keep_blank_values=True))}
 
 
 def _private(url: str) -> bool:
