@@ -10,6 +10,8 @@ third layer, so the commands apply flags and the environment on top of it.
 from __future__ import annotations
 
 import difflib
+import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +36,14 @@ DEFAULT_RETRIES = 3  # fresh attempts after a failed one
 DEFAULT_ON_FAILURE = "continue"
 DEFAULT_SDK_MAX_RETRIES = 2  # model SDK retries on 429/5xx
 DEFAULT_REQUEST_TIMEOUT_S = 600.0  # one model request
+
+_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Settings that would send requests, and keys, where a file in the repository says: any change
+# merged into the repository (a worker's included) could redirect the next run's API key.
+_ENDPOINT_KEY = re.compile(r"(?i)(^|_)(base_url|url|endpoint|api_?key|key|token|secret|password)$")
+USER_CONFIG_HINT = ("set it in the environment (e.g. OPENAI_BASE_URL, ANTHROPIC_API_KEY), or in "
+                    "your user-level config file {path}, outside any repository")
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -73,7 +83,6 @@ class ProjectConfig(_Section):
 
     provider: str | None = None  # anthropic | openai | scripted
     model: str | None = None
-    base_url: str | None = None  # an OpenAI-compatible server (Ollama, vLLM, ...)
     script: str | None = None  # the scripted provider's script
     validation_command: str | None = None
     max_parallel: int | None = Field(None, ge=1)  # workers at once (None: the whole wave)
@@ -86,8 +95,9 @@ class ProjectConfig(_Section):
     timeout_s: float = Field(DEFAULT_REQUEST_TIMEOUT_S, gt=0)
     audit: AuditConfig = Field(default_factory=AuditConfig)
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
+    command_env: list[str] = Field(default_factory=list)  # more variables commands may see
 
-    @field_validator("provider", "model", "base_url", "script", "validation_command")
+    @field_validator("provider", "model", "script", "validation_command")
     @classmethod
     def _blank_is_unset(cls, value: str | None) -> str | None:
         return (value.strip() or None) if value is not None else None
@@ -98,6 +108,14 @@ class ProjectConfig(_Section):
         if value is not None and value.lower() not in provider_names():
             raise ValueError(f"must be one of {', '.join(provider_names())}")
         return value.lower() if value else None
+
+    @field_validator("command_env")
+    @classmethod
+    def _variable_names(cls, value: list[str]) -> list[str]:
+        bad = [name for name in value if not _VAR_NAME.fullmatch(name)]
+        if bad:
+            raise ValueError(f"must list environment variable names ({bad[0]!r} is not one)")
+        return value
 
     @field_validator("pricing", mode="before")
     @classmethod
@@ -116,10 +134,30 @@ def parse_config(data: Mapping[str, Any] | None, source: str = CONFIG_FILE) -> P
     if not isinstance(data, Mapping):
         raise BadInput(f"invalid config {source}: expected a mapping of settings",
                        hint="write settings as `key: value` lines")
+    _refuse_endpoints(data, source)
     try:
         return ProjectConfig.model_validate(dict(data))
     except ValidationError as exc:
         raise _bad_input(exc.errors(include_url=False)[0], source) from None
+
+
+def _refuse_endpoints(data: Mapping[str, Any], source: str) -> None:
+    """A server URL or a key in the project's file is refused, naming where it belongs."""
+    for key in data:
+        if isinstance(key, str) and _ENDPOINT_KEY.search(key):
+            raise BadInput(f"invalid config {source}: `{key}` does not belong in the repository "
+                           "(a change to a repository file must not choose where requests, and "
+                           "your API key, go)",
+                           hint="remove it from the project's config and "
+                                + USER_CONFIG_HINT.format(path=user_config_path()))
+
+
+def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """`$XDG_CONFIG_HOME/agentrun/config.yaml` (default `~/.config/...`): the user's own
+    settings, where endpoints and keys belong (project.py reads it)."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
+    return Path(base) / "agentrun" / "config.yaml"
 
 
 def read_config(path: Path) -> ProjectConfig:

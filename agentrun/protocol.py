@@ -11,11 +11,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentrun.config import DEFAULT_RETRIES, DEFAULT_TOKEN_BUDGET, DEFAULT_WORKER_TIMEOUT_S
 from agentrun.errors import BadInput
 from agentrun.fsutil import atomic_write_text
+from agentrun.providers.urls import public_url
 
 
 class Status(StrEnum):
@@ -87,11 +88,17 @@ class GroupAssignment(BaseModel):
 class ProviderSettings(BaseModel):
     provider: str
     model: str
-    base_url: str | None = None
+    base_url: str | None = None  # shown form only: the worker finds the real URL itself
     max_retries: int = 2
     timeout_s: float = 600.0
     script: str | None = None  # scripted provider: the script file
     record: str | None = None  # record the session into this scripted-format file
+
+    @field_validator("base_url")
+    @classmethod
+    def _public(cls, value: str | None) -> str | None:
+        """An assignment is a file: a server URL's credentials never go into it."""
+        return public_url(value) if value else value
 
 
 class WorkerLimits(BaseModel):
@@ -118,6 +125,8 @@ class Assignment(BaseModel):
     acceptance_criteria: list[str] = Field(default_factory=list)
     project_md: str = ""
     project_root: str | None = None  # where .specflow/ overrides (agents, prompts) live
+    overrides_commit: str | None = None  # the user's commit those overrides were read from
+    command_env: list[str] = Field(default_factory=list)  # config `command_env`
     worktree: str
     branch: str
     base_commit: str

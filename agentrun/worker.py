@@ -71,6 +71,7 @@ def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Pr
     from agentrun.attempts import run_attempts
     from agentrun.executors.base import AgentTask
     from agentrun.executors.builtin import BuiltinExecutor
+    from agentrun.tools.base import CommandPolicy
 
     root = Path(assignment.project_root) if assignment.project_root else None
     agent = load_agent(assignment.agent, root)
@@ -88,7 +89,8 @@ def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Pr
     task = AgentTask(agent=agent, task=task_text, worktree=Path(assignment.worktree),
                      limits=limits, group=",".join(g.id for g in assignment.groups),
                      validation_command=assignment.validation_command,
-                     interactive=assignment.interactive, project_root=root, start=start)
+                     interactive=assignment.interactive, project_root=root, start=start,
+                     command_policy=CommandPolicy(env_allow=tuple(assignment.command_env)))
     transcript = Transcript(Path(assignment.transcript_path)
                             if assignment.transcript_path else None)
     progress.emit({"type": "start", "groups": [g.id for g in assignment.groups],

@@ -124,7 +124,7 @@ def test_publish_only_on_github(tmp_path):
     text = summary.read_text()
     assert text.startswith("earlier step\n### agentrun SPEC-40: ⚠️ partial")  # appended
     assert f"[`{SHA[:7]}`](https://github.example/o/r/commit/{SHA})" in text
-    assert "| G1 | Parser & <lexer> | 1 | ✅ complete |" in text
+    assert "| G1 | Parser & &lt;lexer> | 1 | ✅ complete |" in text  # no raw HTML
     assert "| G2 | Emitter | 1 | ❌ failed |" in text
     assert stream.getvalue().splitlines()[0].startswith("::error file=.specflow/specs/"
                                                         "SPEC-40.md,line=9,")

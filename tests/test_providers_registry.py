@@ -19,6 +19,7 @@ from agentrun.providers.registry import (
     DEFAULT_MODELS,
     create_provider,
     implied_provider,
+    provider_env,
     resolve_provider_config,
 )
 from agentrun.providers.scripted import ScriptedProvider
@@ -74,10 +75,39 @@ def test_auto_detect_from_keys(env, provider, model):
     assert cfg.max_retries == 2 and cfg.timeout_s == 600.0
 
 
-def test_config_base_url_alone_means_an_openai_compatible_server():
-    cfg = resolve(config={"base_url": "http://127.0.0.1:8000/v1", "model": "qwen3-coder"})
-    assert (cfg.provider, cfg.model, cfg.base_url) == ("openai", "qwen3-coder",
-                                                        "http://127.0.0.1:8000/v1")
+@pytest.mark.parametrize("key", ["base_url", "OPENAI_BASE_URL", "api_key",
+                                 "anthropic_api_key", "auth_token", "client_secret"])
+def test_project_config_refuses_endpoints_and_keys(key):
+    with pytest.raises(BadInput) as info:
+        resolve(config={key: "http://127.0.0.1:8000/v1"})
+    assert f"`{key}` does not belong in the repository" in info.value.message
+    assert "agentrun/config.yaml" in info.value.hint and info.value.exit_code == 2
+
+
+def test_user_level_config_supplies_the_server_and_the_environment_wins(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    (tmp_path / "agentrun").mkdir()
+    (tmp_path / "agentrun/config.yaml").write_text(
+        "OPENAI_BASE_URL: http://127.0.0.1:11434/v1\n")
+    cfg = resolve_provider_config(env=provider_env({}), config={"model": "qwen3"})
+    assert (cfg.provider, cfg.model, cfg.base_url) == ("openai", "qwen3",
+                                                        "http://127.0.0.1:11434/v1")
+    env = provider_env({"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"})
+    assert resolve_provider_config(env=env).base_url == "http://127.0.0.1:1/v1"
+
+
+def test_user_level_config_with_an_unknown_key_is_bad_input(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    (tmp_path / "agentrun").mkdir()
+    (tmp_path / "agentrun/config.yaml").write_text("base_uri: http://x\n")
+    with pytest.raises(BadInput, match="unknown key `base_uri`"):
+        provider_env({})
+
+
+def test_resolved_base_url_is_shown_without_credentials():
+    url = "https://user:pa55word@proxy.example:8443/v1?api-key=k-123456#x"
+    cfg = resolve(env={"OPENAI_BASE_URL": url, "AGENTRUN_MODEL": "qwen3"})
+    assert cfg.base_url == "https://proxy.example:8443/v1"
 
 
 def test_base_url_only_openai_gets_the_url():
@@ -182,16 +212,14 @@ def test_scripted_needs_a_script(tmp_path):
         == "scripted"
 
 
-def test_config_base_url_belongs_to_the_config_provider():
-    config = {"provider": "openai", "model": "qwen3", "base_url": "http://127.0.0.1:11434/v1",
-              "max_retries": 5, "timeout_s": 30}
-    cfg = resolve(config=config)  # no key needed: the base URL says "local server"
+def test_base_url_belongs_to_its_provider_and_config_sets_limits():
+    config = {"provider": "openai", "model": "qwen3", "max_retries": 5, "timeout_s": 30}
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1"}
+    cfg = resolve(env=env, config=config)  # no key needed: the base URL says "local server"
     assert (cfg.provider, cfg.model, cfg.base_url, cfg.max_retries, cfg.timeout_s) == (
         "openai", "qwen3", "http://127.0.0.1:11434/v1", 5, 30.0)
-    other = resolve(env=ANT, config=config, flag_provider="anthropic")
+    other = resolve(env={**ANT, **env}, config=config, flag_provider="anthropic")
     assert other.base_url is None
-    env_wins = resolve(env={"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}, config=config)
-    assert env_wins.base_url == "http://127.0.0.1:1/v1"
     assert resolve(env={**ANT, "ANTHROPIC_BASE_URL": "http://127.0.0.1:2"}).base_url == \
         "http://127.0.0.1:2"
 

@@ -207,3 +207,17 @@ def test_rate_limit_without_retry_after_is_recorded_plainly(tmp_path):
     with pytest.raises(RateLimited):
         rec.complete(Request("", []))
     assert yaml.safe_load(path.read_text()) == {"default": [{"fault": "rate_limit"}]}
+
+
+def test_recordings_are_redacted_like_transcripts(tmp_path, monkeypatch):
+    key = "sk-proj-RECORDEDSECRET0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    path = tmp_path / "rec.yaml"
+    rec = RecordingProvider(ScriptedProvider([
+        {"text": f"the key is {key}, or in part {key[5:25]}",
+         "tool_calls": [{"name": "write_file", "arguments": {"path": ".env",
+                                                             "content": f"KEY={key}\n"}}]}]),
+        path)
+    rec.complete(Request(system="", messages=[]))
+    text = path.read_text()
+    assert key not in text and key[5:25] not in text and "[REDACTED]" in text

@@ -317,10 +317,31 @@ def test_scrubbed_env_removes_secrets_and_sets_non_interactive(monkeypatch):
     assert "k-1234567" in secrets and "abc" not in secrets  # too short to redact safely
 
 
-def test_custom_secret_suffixes():
-    child, _ = environment.scrubbed_env(CommandPolicy(secret_suffixes=("_CREDS",)),
-                                   {"MY_CREDS": "x" * 10, "MY_TOKEN": "y" * 10})
-    assert "MY_CREDS" not in child and "MY_TOKEN" in child
+def test_custom_secret_suffixes_choose_what_is_redacted():
+    _, secrets = environment.scrubbed_env(CommandPolicy(secret_suffixes=("_CREDS",)),
+                                     {"MY_CREDS": "x" * 10, "MY_TOKEN": "y" * 10})
+    assert secrets == ["x" * 10]
+
+
+def test_commands_get_an_allow_list_not_the_user_environment():
+    env = {"PATH": "/usr/bin", "LANG": "C.UTF-8", "LC_ALL": "C", "TERM": "xterm", "TZ": "UTC",
+           "USER": "u", "HOME": "/home/u", "DATABASE_URL": "postgres://u:pw@h/db",
+           "PGPASSWORD": "pw-123456", "STRIPE_SECRET_KEY": "sk_live_123456789",
+           "SENTRY_DSN": "https://k@sentry/1", "NODE_ENV": "test"}
+    child, _ = environment.scrubbed_env(CommandPolicy(env_allow=("NODE_ENV",)), env)
+    assert {k: child[k] for k in ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "USER", "NODE_ENV")} \
+        == {k: env[k] for k in ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "USER", "NODE_ENV")}
+    for name in ("DATABASE_URL", "PGPASSWORD", "STRIPE_SECRET_KEY", "SENTRY_DSN"):
+        assert name not in child
+    assert child["HOME"] != "/home/u" and Path(child["HOME"]).is_dir()
+
+
+def test_redact_catches_fragments_of_a_secret():
+    key = "sk-ant-api03-QWERTYUIOPASDFGHJKL0123456789"
+    text = f"wrapped: {key[:20]}\n{key[20:]} short: {key[:8]}"
+    out = environment.redact(text, [key])
+    assert key[:20] not in out and key[20:] not in out
+    assert out.count("[REDACTED]") == 2 and key[:8] in out  # under 12 characters: kept
 
 
 def test_redact_longest_first():

@@ -1,7 +1,9 @@
 """Prompt templates: jinja2 markdown files in `prompts/`, overridable per project.
 
 Templates render with StrictUndefined, so a template that names a value we do not pass fails
-loudly (as `BadInput` naming the template) instead of sending the model an empty hole.
+loudly (as `BadInput` naming the template) instead of sending the model an empty hole. They
+render in Jinja's sandbox: a project's template is text, and must never reach Python's internals
+(`{{ ''.__class__.__mro__ }}` fails as `BadInput` instead of running).
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2.sandbox import SandboxedEnvironment, SecurityError
 
 from agentrun.errors import BadInput
 from agentrun.resources import find_resource, list_resources
 
-_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False,
-                          trim_blocks=True, lstrip_blocks=True, autoescape=False)
+_ENV = SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False,
+                            trim_blocks=True, lstrip_blocks=True, autoescape=False)
 
 
 def template_path(name: str, project_root: Path | None = None) -> Path:
@@ -44,6 +47,10 @@ def render(name: str, values: dict[str, Any], project_root: Path | None = None) 
     try:
         template = compile_template(path.read_text(encoding="utf-8"))
         return template.render(**values).strip() + "\n"
+    except SecurityError as exc:
+        raise BadInput(f"prompt template {path} tries an unsafe operation: {exc}",
+                       "templates may only use the values they are given; remove the access "
+                       "to Python attributes") from None
     except jinja2.UndefinedError as exc:
         raise BadInput(f"prompt template {path} uses an unknown value: {exc.message}",
                        f"available values: {', '.join(sorted(values))}") from None

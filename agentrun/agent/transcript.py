@@ -8,6 +8,7 @@ readable record. With no path the events stay in memory (`events`), which is wha
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -15,9 +16,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agentrun.project import user_settings
+from agentrun.providers.urls import url_secrets
 from agentrun.tools import environment
 from agentrun.tools.base import CommandPolicy
-from agentrun.tools.environment import REDACTED
+from agentrun.tools.environment import MIN_SECRET_LEN, REDACTED
 
 MAX_TEXT = 4_000  # characters of any one string value kept in the transcript
 
@@ -33,9 +36,15 @@ _PATTERNS = [
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values of the secret environment variables (the ones `run_command` scrubs), longest
-    first so that overlapping values are replaced whole."""
-    return environment.secret_values(CommandPolicy(), environ)
+    """Values of the secret variables (of the environment and of the user-level config, which
+    stands in for it), and the credentials in any server URL among them; longest first so that
+    overlapping values are replaced whole."""
+    environ = os.environ if environ is None else environ
+    env = {**user_settings(), **environ}
+    found = set(environment.secret_values(CommandPolicy(), env))
+    found.update(part for value in env.values() if "://" in value for part in url_secrets(value)
+                 if len(part) >= MIN_SECRET_LEN)
+    return sorted(found, key=len, reverse=True)
 
 
 class Redactor:

@@ -57,7 +57,8 @@ STATE_MD = """# SpecFlow State
 CONFIG_YAML = """# agentrun settings. Flags win over environment variables, then this file.
 # provider: anthropic          # anthropic | openai | scripted
 # model: claude-sonnet-4-6
-# base_url: http://localhost:11434/v1   # any OpenAI-compatible server (Ollama, vLLM, ...)
+# Server URLs and API keys never go here: set OPENAI_BASE_URL / ANTHROPIC_API_KEY ... in the
+# environment or in ~/.config/agentrun/config.yaml (outside the repository).
 # validation_command: python -m pytest -q
 # max_parallel: 4
 # token_budget: 100000
@@ -65,6 +66,7 @@ CONFIG_YAML = """# agentrun settings. Flags win over environment variables, then
 # on_failure: continue         # continue | abort
 # retries: 3                  # fresh attempts after a failed one (per worker)
 # max_retries: 2               # model SDK retries on 429/5xx
+# command_env: [NODE_ENV]      # variables commands see besides PATH, LANG, TERM, TZ, ...
 """
 
 GITIGNORE_ENTRY = ".specflow/runs/"

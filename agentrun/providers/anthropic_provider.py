@@ -17,6 +17,7 @@ from typing import Any
 from agentrun.providers.base import Message, Request, ToolCall, Turn, Usage
 from agentrun.providers.errors import MalformedResponse, NotConfigured
 from agentrun.providers.sdk_errors import ErrorContext, classify
+from agentrun.providers.urls import public_url, sdk_endpoint, url_secrets
 
 KEY_VAR = "ANTHROPIC_API_KEY"
 BASE_URL_VAR = "ANTHROPIC_BASE_URL"
@@ -59,10 +60,11 @@ class AnthropicProvider:
         self._lock = threading.Lock()
         self._turn_blocks: OrderedDict[tuple[str, ...], list[dict[str, Any]]] = OrderedDict()
         self._ctx = ErrorContext("anthropic", model, KEY_VAR, BASE_URL_VAR, self.base_url,
-                                 max_retries, (key,))
+                                 max_retries, (key, *url_secrets(self.base_url or "")))
 
     def __repr__(self) -> str:  # never show the key
-        return f"AnthropicProvider(model={self.model!r}, base_url={self.base_url!r})"
+        shown = public_url(self.base_url) if self.base_url else None
+        return f"AnthropicProvider(model={self.model!r}, base_url={shown!r})"
 
     def _ensure_client(self) -> Any:
         with self._lock:
@@ -71,7 +73,7 @@ class AnthropicProvider:
 
                 self._sdk = anthropic
                 self._client = anthropic.Anthropic(
-                    api_key=self._api_key, base_url=self.base_url,
+                    api_key=self._api_key, **sdk_endpoint(self.base_url),
                     max_retries=self.max_retries, timeout=self.timeout)
             return self._client
 

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from agentrun.errors import EXIT_CANNOT_START, AgentrunError
+from agentrun.providers.urls import scrub_urls
 
 
 class ProviderError(AgentrunError):
-    """A model call failed. `retryable` says whether waiting and trying again can help."""
+    """A model call failed. `retryable` says whether waiting and trying again can help.
+
+    Its texts are stored (results, transcripts, the spec's Execution Summary), so URLs in them
+    lose their credentials here, whichever code raised it."""
 
     retryable = False
 
     def __init__(self, message: str, hint: str | None = None, *,
                  retry_after: float | None = None) -> None:
-        super().__init__(message, hint)
+        super().__init__(scrub_urls(message), scrub_urls(hint) if hint else hint)
         self.retry_after = retry_after
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from agentrun.providers.base import Message, Request, ToolCall, Turn, Usage
 from agentrun.providers.errors import MalformedResponse, NotConfigured
 from agentrun.providers.sdk_errors import ErrorContext, classify
+from agentrun.providers.urls import public_url, sdk_endpoint, url_secrets
 
 KEY_VAR = "OPENAI_API_KEY"
 BASE_URL_VAR = "OPENAI_BASE_URL"
@@ -45,12 +46,14 @@ class OpenAIProvider:
         self._client: Any = None
         self._sdk: Any = None
         self._lock = threading.Lock()
-        secrets = () if key == PLACEHOLDER_KEY else (key,)
+        secrets = ((() if key == PLACEHOLDER_KEY else (key,))
+                   + tuple(url_secrets(self.base_url or "")))
         self._ctx = ErrorContext("openai", model, KEY_VAR, BASE_URL_VAR, self.base_url,
                                  max_retries, secrets)
 
     def __repr__(self) -> str:  # never show the key
-        return f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
+        shown = public_url(self.base_url) if self.base_url else None
+        return f"OpenAIProvider(model={self.model!r}, base_url={shown!r})"
 
     @property
     def official_api(self) -> bool:
@@ -64,7 +67,7 @@ class OpenAIProvider:
 
                 self._sdk = openai
                 self._client = openai.OpenAI(
-                    api_key=self._api_key, base_url=self.base_url,
+                    api_key=self._api_key, **sdk_endpoint(self.base_url),
                     max_retries=self.max_retries, timeout=self.timeout)
             return self._client
 

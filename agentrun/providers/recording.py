@@ -3,7 +3,9 @@
 Each reply is appended as a turn under `groups[<first group id>]` when the request names a group,
 else `agents[<agent>]`, else `default`, with its tool call ids, usage and stop reason. Provider
 errors are recorded as `fault` turns and re-raised. The file (YAML, or JSON for a `.json` path)
-is rewritten atomically after every call, so an interrupted run leaves a usable script.
+is rewritten atomically after every call, so an interrupted run leaves a usable script. Turns are
+redacted like transcripts (known secret values, fragments of them, key-shaped tokens): a
+recording is a file people commit as a test fixture.
 
 Several worker processes may record into one file: each append re-reads the file and writes it
 back under an exclusive lock, so no process overwrites another's turns. Appends go to whatever
@@ -20,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from agentrun.agent.transcript import Redactor, secret_values
 from agentrun.errors import BadInput
 from agentrun.fsutil import atomic_write_text
 from agentrun.providers.base import Provider, Request, Turn
@@ -36,6 +39,7 @@ class RecordingProvider:
         self.name = inner.name
         self.model = inner.model
         self._lock = threading.Lock()
+        self._redactor = Redactor(secret_values())
 
     def complete(self, request: Request) -> Turn:
         try:
@@ -54,6 +58,7 @@ class RecordingProvider:
 
     def _append(self, request: Request, entry: dict[str, Any]) -> None:
         section, key = script_key(request)
+        entry = self._redactor.value(entry)
         with self._lock, _file_lock(self.path):
             script = _load(self.path)
             if section == "default":

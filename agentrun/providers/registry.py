@@ -6,11 +6,17 @@ then auto-detection from the API keys present. A model name implies its provider
 ("claude-*" → anthropic, "gpt-*"/"o1".."o4" → openai, or an explicit "openai:gpt-4o" prefix); a
 lower layer's model is only used when it fits the provider chosen above it.
 
+Server URLs and keys come only from the environment or the user-level config file
+(`~/.config/agentrun/config.yaml`, whose settings stand in for environment variables of the same
+names), never from a file in the repository. A resolved `base_url` is what may be shown (no
+credentials); `create_provider` finds the real one again in the process that makes the calls.
+
 Nothing here imports a model SDK: adapters import theirs on their first call.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,9 +25,11 @@ from typing import Any
 
 from agentrun.config import ProjectConfig, parse_config
 from agentrun.errors import BadInput
+from agentrun.project import user_settings
 from agentrun.providers.base import Provider
 from agentrun.providers.catalog import CATALOG, ProviderConfig, provider_names, provider_spec
 from agentrun.providers.errors import NotConfigured
+from agentrun.providers.urls import public_url
 
 DEFAULT_MODELS = {spec.name: spec.default_model for spec in CATALOG.values()}
 # Short names used in agent definitions (as in Claude Code sub-agent files).
@@ -31,9 +39,16 @@ _UNSET_MODELS = {"", "inherit", "default"}
 
 NOTHING_CONFIGURED_HINT = (
     "Set ANTHROPIC_API_KEY, or OPENAI_API_KEY, or OPENAI_BASE_URL (an OpenAI-compatible server "
-    "such as Ollama); optionally choose with AGENTRUN_PROVIDER/AGENTRUN_MODEL or `provider:`/"
-    "`model:` in .specflow/config.yaml. To run offline: --provider scripted --script FILE."
+    "such as Ollama), in the environment or in ~/.config/agentrun/config.yaml; optionally choose "
+    "with AGENTRUN_PROVIDER/AGENTRUN_MODEL or `provider:`/`model:` in .specflow/config.yaml. To "
+    "run offline: --provider scripted --script FILE."
 )
+
+
+def provider_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables providers read: the user-level config's, overridden by the environment."""
+    environ = os.environ if environ is None else environ
+    return {**user_settings(), **environ}
 
 
 def implied_provider(model: str | None) -> str | None:
@@ -70,13 +85,15 @@ class _Layer:
 
 
 def resolve_provider_config(*, flag_provider: str | None = None, flag_model: str | None = None,
-                            env: Mapping[str, str] = os.environ,
+                            env: Mapping[str, str] | None = None,
                             config: ProjectConfig | Mapping[str, Any] | None = None,
                             agent_model: str | None = None,
                             script: str | Path | None = None) -> ProviderConfig:
     """Resolve provider, model and connection settings; raise `NotConfigured` if impossible.
 
-    `config` is the project's settings; a plain mapping is validated as the file would be."""
+    `config` is the project's settings; a plain mapping is validated as the file would be.
+    `env` defaults to `provider_env()`."""
+    env = provider_env() if env is None else env
     if not isinstance(config, ProjectConfig):
         config = parse_config(config)
     flag_provider = _clean(flag_provider, "--provider")
@@ -102,7 +119,7 @@ def resolve_provider_config(*, flag_provider: str | None = None, flag_model: str
             provider, provider_source = layer.effective_provider, layer.label
             break
     if provider is None:
-        provider, provider_source = _auto_detect(env, config)
+        provider, provider_source = _auto_detect(env)
 
     model, model_source = None, ""
     for layer in layers:
@@ -118,7 +135,7 @@ def resolve_provider_config(*, flag_provider: str | None = None, flag_model: str
 
     spec = provider_spec(provider)
     script_path = str(script) if script else config.script
-    base_url = _base_url(provider, env, config)
+    base_url = _base_url(provider, env)
     if spec.needs_script and not script_path:
         raise NotConfigured(f"the {provider} provider needs a script file",
                             "Pass --script FILE (YAML/JSON), or set `script:` in "
@@ -129,7 +146,8 @@ def resolve_provider_config(*, flag_provider: str | None = None, flag_model: str
                             f"{spec.key_var}, which is not set", spec.missing_key_hint)
     source = (f"provider from {provider_source}, model from {model_source}"
               if provider_source != model_source else f"from {provider_source}")
-    return ProviderConfig(provider=provider, model=model, base_url=base_url,
+    return ProviderConfig(provider=provider, model=model,
+                          base_url=public_url(base_url) if base_url else None,
                           max_retries=config.max_retries, timeout_s=config.timeout_s,
                           source=source, script=script_path if spec.needs_script else None)
 
@@ -137,8 +155,14 @@ def resolve_provider_config(*, flag_provider: str | None = None, flag_model: str
 def create_provider(cfg: ProviderConfig, *, script: Path | str | None = None,
                     record: Path | str | None = None,
                     env: Mapping[str, str] | None = None) -> Provider:
-    """Construct the provider `cfg` names; with `record`, wrap it to record the session."""
-    env = os.environ if env is None else env
+    """Construct the provider `cfg` names; with `record`, wrap it to record the session.
+
+    A `base_url` that is the public form of the server URL configured here (environment or
+    user-level config) means that URL, credentials included."""
+    env = provider_env() if env is None else env
+    real = _base_url(cfg.provider, env)
+    if real and cfg.base_url == public_url(real):
+        cfg = dataclasses.replace(cfg, base_url=real)
     provider: Provider = provider_spec(cfg.provider).factory(cfg, env, script)
     if record is not None:
         from agentrun.providers.recording import RecordingProvider
@@ -149,7 +173,7 @@ def create_provider(cfg: ProviderConfig, *, script: Path | str | None = None,
 
 # -- helpers ------------------------------------------------------------------------------------
 
-def _auto_detect(env: Mapping[str, str], config: ProjectConfig) -> tuple[str, str]:
+def _auto_detect(env: Mapping[str, str]) -> tuple[str, str]:
     """The first provider whose key is set; else a server URL for one that needs no key."""
     specs = CATALOG.values()
     for spec in specs:
@@ -159,22 +183,12 @@ def _auto_detect(env: Mapping[str, str], config: ProjectConfig) -> tuple[str, st
     for spec in keyless:
         if spec.base_url_var and env.get(spec.base_url_var):
             return spec.name, spec.base_url_var
-    if config.base_url and keyless:  # a server URL with no provider: a compatible server
-        return keyless[0].name, ".specflow/config.yaml base_url"
     raise NotConfigured("no model provider is configured", NOTHING_CONFIGURED_HINT)
 
 
-def _base_url(provider: str, env: Mapping[str, str], config: ProjectConfig) -> str | None:
+def _base_url(provider: str, env: Mapping[str, str]) -> str | None:
     var = provider_spec(provider).base_url_var
-    if var is None:
-        return None
-    from_env = env.get(var)
-    if from_env:
-        return from_env
-    # The config's base_url belongs to the config's provider (e.g. a local Ollama for openai).
-    if (config.provider or implied_provider(config.model)) in (None, provider):
-        return config.base_url
-    return None
+    return (env.get(var) or None) if var else None
 
 
 def _clean(value: str | None, where: str) -> str | None:

@@ -1,7 +1,8 @@
 """Classify exceptions of the `anthropic` / `openai` SDKs into our `ProviderError` types.
 
 Both SDKs (generated from one template) expose the same exception class names, so one function
-serves both; the SDK module is passed in, never imported here. Messages never contain the key.
+serves both; the SDK module is passed in, never imported here. Messages never contain the key, nor
+credentials of a server URL (errors.py strips them from every URL).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from agentrun.providers.errors import (
     RateLimited,
     ServerError,
 )
+from agentrun.providers.urls import public_url
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,7 @@ class ErrorContext:
 
 def classify(exc: BaseException, sdk: ModuleType, ctx: ErrorContext) -> ProviderError:
     """Map one SDK exception to the `ProviderError` the agent loop can act on."""
-    where = ctx.base_url or f"the {ctx.provider} API"
+    where = public_url(ctx.base_url) if ctx.base_url else f"the {ctx.provider} API"
     retries = f"after {ctx.max_retries} retr{'y' if ctx.max_retries == 1 else 'ies'}"
     if isinstance(exc, json.JSONDecodeError):
         return _redacted(MalformedResponse, ctx,

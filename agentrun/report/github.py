@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentrun.fsutil import relpath
+from agentrun.report.escape import inline
 from agentrun.report.execution_state import RunState
 from agentrun.report.summary import STATUS_MARK, format_cost
 
@@ -83,7 +84,7 @@ def _relative(path: Any, root: Path | None) -> str | None:
 # --- markdown --------------------------------------------------------------------------------
 
 def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    return inline(text)
 
 
 def commit_link_base(env: Mapping[str, str]) -> str | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrun.fsutil import atomic_write_text
+from agentrun.report.escape import inline
 
 TEMPLATE = """# SpecFlow State
 
@@ -161,7 +162,7 @@ def _cells(line: str) -> list[str]:
 
 
 def _format_row(cells: list[str]) -> str:
-    return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+    return "| " + " | ".join(inline(c, html=False) for c in cells) + " |"
 
 
 def _upsert_row(lines: list[str], title: str, header: list[str], values: dict[str, str],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentrun.report.escape import inline
 from agentrun.report.execution_state import RunState
 
 STATUS_MARK = {"complete": "✅ complete", "partial": "⚠️ partial", "failed": "❌ failed",
@@ -45,10 +46,7 @@ def render_summary(state: RunState, criteria: list[str], when: str) -> str:
               "|-------|--------|---------|----------|--------|-------|"]
     for g in groups:
         tokens = sum(g.usage.values())
-        note = g.error or g.summary or ""
-        note = note.replace("|", "\\|").replace("\n", " ")
-        if len(note) > 160:
-            note = note[:157] + "..."
+        note = inline(g.error or g.summary or "", limit=160)
         short = ", ".join(c[:7] for c in g.commits) or "—"
         lines.append(f"| {g.id} | {STATUS_MARK.get(g.status, g.status)} | {short} | "
                      f"{g.attempts} | {format_tokens(tokens)} | {note} |")
@@ -64,12 +62,13 @@ def render_summary(state: RunState, criteria: list[str], when: str) -> str:
     if not criteria:
         lines.append("(the spec lists no acceptance criteria)")
     lines += ["", "### Deviations", ""]
-    deviations = [f"- {g.id}: {d}" for g in groups for d in g.deviations]
+    deviations = [f"- {g.id}: {inline(d)}" for g in groups for d in g.deviations]
     lines += deviations or ["None"]
     kept = [g for g in groups if g.worktree and g.status not in ("complete",)]
     if kept:
         lines += ["", "### Kept Worktrees", ""]
-        lines += [f"- {g.id}: `{g.worktree}` (branch `{g.branch}`)" for g in kept]
+        lines += [f"- {g.id}: {_code(g.worktree)} (branch {_code(g.branch or '')})"
+                  for g in kept]
     return "\n".join(lines) + "\n"
 
 
@@ -78,7 +77,14 @@ def _files(groups, attr: str) -> list[str]:
     for g in groups:
         for path in getattr(g, attr):
             seen.setdefault(path, []).append(g.id)
-    return [f"- `{p}` ({', '.join(ids)})" for p, ids in seen.items()] or ["None"]
+    return [f"- {_code(p)} ({', '.join(ids)})" for p, ids in seen.items()] or ["None"]
+
+
+def _code(text: str) -> str:
+    """A path as inline code; a backtick in it (a model chose the name) widens the fence."""
+    value = inline(text)
+    fence = "``" if "`" in value else "`"
+    return f"{fence} {value} {fence}" if fence == "``" else f"`{value}`"
 
 
 def _met_by(criterion: str, met: dict[str, str]) -> str | None:

@@ -38,7 +38,8 @@ def make_assignment(project: Project, spec: Spec, plan: Plan, options: RunOption
     """The assignment for one batch: its groups and only the spec sections a worker needs.
 
     Shared by local workers (a worktree per batch) and `agentrun worker --spec` in a CI job
-    (the job's checkout); `record_dir` receives the transcript and progress stream.
+    (the job's checkout); `record_dir` receives the transcript and progress stream. Agent and
+    prompt overrides come from the commit the run started at (`Project.pinned_overrides`).
     """
     sections = {}
     for title in SHARED_SECTIONS:
@@ -47,6 +48,7 @@ def make_assignment(project: Project, spec: Spec, plan: Plan, options: RunOption
             sections[title.lower().replace(" ", "_")] = sec.body.strip()
     spec_groups = [spec.group(g) for g in groups]
     agent = "spec-executor" if plan.mode == "single" else "spec-executor-worker"
+    overrides_commit, overrides_root = project.pinned_overrides()
     return Assignment(
         run_id=run_id, spec_id=spec.id, spec_path=spec_path,
         spec_title=spec.title, complexity=spec.complexity, batch=batch_id,
@@ -55,7 +57,9 @@ def make_assignment(project: Project, spec: Spec, plan: Plan, options: RunOption
                 for g in spec_groups if g is not None],
         sections=sections,
         acceptance_criteria=[c.text for c in spec.acceptance_criteria],
-        project_md=project.project_text(), project_root=str(project.root),
+        project_md=project.project_text(),
+        project_root=str(overrides_root) if overrides_root else None,
+        overrides_commit=overrides_commit, command_env=list(project.config.command_env),
         worktree=str(worktree), branch=branch, base_commit=base, agent=agent,
         provider=options.provider, limits=options.limits,
         validation_command=options.validation_command,

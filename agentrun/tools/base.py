@@ -62,6 +62,7 @@ class CommandPolicy:
     max_output_chars: int = 20_000
     deny: list[str] = field(default_factory=list)  # extra regexes on top of the built-in list
     secret_suffixes: tuple[str, ...] = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+    env_allow: tuple[str, ...] = ()  # more variables commands see (config `command_env`)
 
 
 @dataclass

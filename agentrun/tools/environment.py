@@ -1,44 +1,77 @@
-"""The environment `run_command` gives commands, and redaction of the secrets kept out of it."""
+"""The environment a model's command runs with: an allow-list, never the user's whole one.
+
+A deny-list of secret-looking names misses what it cannot guess (`DATABASE_URL` with a
+password in it, `PGPASSWORD`, `*_DSN`), so commands get only what a build needs: PATH, the
+locale, the terminal, the time zone, who the user is, a private HOME and TMPDIR, and the names
+the project lists under `command_env:` in `.specflow/config.yaml`. The values of the variables
+left out that name secrets are returned too, so output that echoes one is redacted.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
+import tempfile
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from agentrun.secrets import is_secret_name
 from agentrun.tools.base import CommandPolicy
+from agentrun.tools.redaction import REDACTED as REDACTED  # re-exported for callers
+from agentrun.tools.redaction import redact as redact
 
-_MIN_REDACT_LEN = 6
-REDACTED = "[REDACTED]"
+ALLOWED = frozenset({"PATH", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME", "SHELL"})
+ALLOWED_PREFIXES = ("LC_",)
+# git and pagers never wait for input that will not come
+NON_INTERACTIVE = {"GIT_TERMINAL_PROMPT": "0", "PAGER": "cat", "GIT_PAGER": "cat",
+                   "GIT_EDITOR": "true"}
+MIN_SECRET_LEN = 6  # shorter values match too much ordinary text to be redacted
+
+
+def allowed_name(name: str, extra: Iterable[str] = ()) -> bool:
+    """Whether a command may see the variable `name` (`extra`: the project's `command_env`)."""
+    return name in ALLOWED or name.startswith(ALLOWED_PREFIXES) or name in set(extra)
+
+
+@functools.cache
+def private_home() -> Path:
+    """A HOME of this process's own, so a command neither reads the user's dotfiles (tokens in
+    `~/.netrc`, `~/.config/gh`, ...) nor writes into them."""
+    return Path(tempfile.mkdtemp(prefix="agentrun-home-"))
+
+
+def command_env(extra: Iterable[str] = (), secret_suffixes: Iterable[str] | None = None,
+                environ: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+    """The child environment, and the secret values of `environ` (longest first) to redact.
+
+    A name the project allows explicitly is passed even if it looks secret: the user chose it.
+    """
+    source = os.environ if environ is None else environ
+    extra = frozenset(extra)
+    env = {name: value for name, value in source.items() if allowed_name(name, extra)}
+    env["HOME"] = str(private_home())
+    env["TMPDIR"] = source.get("TMPDIR") or tempfile.gettempdir()
+    env.update(NON_INTERACTIVE)
+    return env, _secret_values(source, secret_suffixes)
 
 
 def scrubbed_env(policy: CommandPolicy,
                  environ: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
-    """The child environment without secrets, and the removed secret values (for redaction).
-
-    Also makes git and pagers non-interactive so nothing waits for input that never comes.
-    """
-    source = os.environ if environ is None else environ
-    env: dict[str, str] = {}
-    secrets: list[str] = []
-    for name, value in source.items():
-        if is_secret_name(name, policy.secret_suffixes):
-            if len(value) >= _MIN_REDACT_LEN and name != "SSH_AUTH_SOCK":
-                secrets.append(value)
-        else:
-            env[name] = value
-    env.update(GIT_TERMINAL_PROMPT="0", PAGER="cat", GIT_PAGER="cat", GIT_EDITOR="true")
-    return env, sorted(set(secrets), key=len, reverse=True)
+    """The environment a command runs with under `policy`, and the secret values to redact."""
+    return command_env(policy.env_allow, policy.secret_suffixes, environ)
 
 
 def secret_values(policy: CommandPolicy, environ: Mapping[str, str] | None = None) -> list[str]:
     """Values of the secret variables of this process, longest first, for `redact`."""
-    return scrubbed_env(policy, environ)[1]
+    return _secret_values(environ, policy.secret_suffixes)
 
 
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """Replace every secret value in `text` (longest first) with `[REDACTED]`."""
-    for value in secrets:
-        if value and value in text:
-            text = text.replace(value, REDACTED)
-    return text
+def _secret_values(environ: Mapping[str, str] | None = None,
+                   secret_suffixes: Iterable[str] | None = None) -> list[str]:
+    """The values of the variables whose names mark them as secrets, longest first."""
+    source = os.environ if environ is None else environ
+    suffixes = tuple(secret_suffixes) if secret_suffixes is not None else None
+    found = {value for name, value in source.items()
+             if name != "SSH_AUTH_SOCK" and len(value) >= MIN_SECRET_LEN
+             and (is_secret_name(name) if suffixes is None else is_secret_name(name, suffixes))}
+    return sorted(found, key=len, reverse=True)
