@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from agentrun.plan import Batch, Wave
-from agentrun.protocol import RunStatus, Status
+from agentrun.protocol import RunStatus, Status, StopReason
 from agentrun.report.execution_state import GroupState, RunState
 from agentrun.spec.model import Spec
 
@@ -104,9 +104,13 @@ def settle(state: RunState, interrupted: bool) -> None:
 
 
 def final_status(state: RunState, interrupted: bool) -> RunStatus:
+    """`complete` only when every group completed, and every wave's merged result passed its
+    integration check (a run without a validation command says it was not checked)."""
     statuses = [g.status for g in state.groups.values()]
     if interrupted:
         return RunStatus.INTERRUPTED
+    if state.stop_reason == StopReason.INTEGRATION:
+        return RunStatus.FAILED
     if all(s == Status.COMPLETE for s in statuses):
         return RunStatus.COMPLETE
     if any(w.status == "skipped" for w in state.waves):
