@@ -175,3 +175,12 @@ def test_an_empty_complete_claim_needs_a_reason():
                             no_change_needed="already done in lib.py:3")
     assert empty_claim(reasoned, deviations) == Status.COMPLETE
     assert deviations[-1] == "no change needed: already done in lib.py:3"
+
+
+def test_a_check_that_cannot_run_is_no_pass(wave):
+    root, base, merges = wave
+    broken = IntegrationChecker(root, root / "runs" / "integration", lambda n: "bad..ref",
+                                "true", 60, LocalSandbox(), threading.Event())
+    check = broken.check("1", base, head(root), merges)
+    assert not check.ok and check.culprits == []
+    assert check.note.startswith("could not create a worktree to check in")

@@ -83,7 +83,8 @@ def test_a_wave_whose_merge_breaks_the_check_stops_the_run_and_is_undone(tmp_pat
         assert group["status"] == "failed" and "broken by G1 + G2" in group["error"]
         assert group["branch"] in branches and group["branch"] in check["kept_branches"]
         assert Path(group["worktree"]).is_dir()
-    assert result["groups"]["G3"]["status"] == "blocked"
+    g3 = result["groups"]["G3"]
+    assert g3["status"] == "blocked" and "integration check" in g3["error"]
     assert [w["status"] for w in result["waves"]] == ["failed", "skipped"]
     assert "G3" not in {e.get("batch") for e in events_of(result)
                         if e["type"] == "worker_start"}

@@ -102,7 +102,7 @@ def _check_lines(check: IntegrationCheck) -> list[str]:
         lines.append("  - branches kept: " + ", ".join(f"`{b}`" for b in check.kept_branches))
     if check.output:
         fence = "`" * max(3, _longest_backtick_run(check.output) + 1)
-        lines += ["", fence, check.output, fence, ""]
+        lines += ["", fence, check.output, fence]
     return lines
 
 

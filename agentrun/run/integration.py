@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from agentrun import workspace
+from agentrun.errors import AgentrunError
 from agentrun.plan import Batch
 from agentrun.protocol import Status, StopReason
 from agentrun.report.execution_state import IntegrationCheck, RunState
@@ -121,8 +122,12 @@ class IntegrationChecker:
         worktree; None when those merges conflict (the subset tells nothing)."""
         self._count += 1
         name = f"check-{self._count}"
-        wt = workspace.create_worktree(self.root, self.work_dir / name, self.branch_for(name),
-                                       commit)
+        try:
+            wt = workspace.create_worktree(self.root, self.work_dir / name,
+                                           self.branch_for(name), commit)
+        except AgentrunError as exc:  # the check cannot run: that is no pass
+            return Validation(self.command, False, exc.message, None,
+                              f"could not create a worktree to check in: {exc.message}")
         try:
             for m in merges:
                 if not workspace.merge_branch(wt.path, m.ref, f"Check {m.batch}").ok:

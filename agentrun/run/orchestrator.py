@@ -95,7 +95,7 @@ class Orchestrator:
                 if self.cancel.is_set():
                     break
                 if aborted:
-                    self.skip_wave(wave, scheduler.ABORTED_REASON)
+                    self.skip_wave(wave, scheduler.abort_reason(self.state))
                     continue
                 aborted = self.run_wave(wave)
             return self.finish(interrupted=self.cancel.is_set())

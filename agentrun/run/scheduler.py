@@ -17,6 +17,7 @@ from agentrun.report.execution_state import GroupState, RunState
 from agentrun.spec.model import Spec
 
 ABORTED_REASON = "the run was aborted after an earlier wave failed"
+INTEGRATION_REASON = "the run stopped after an earlier wave failed its integration check"
 
 
 class OnFailure(StrEnum):
@@ -94,6 +95,12 @@ def wave_verdict(label: str, ran: list[str], failed: list[str], on_failure: str,
         if ask_continue and not ask_continue(failed):
             return Verdict(True)
     return Verdict(False)
+
+
+def abort_reason(state: RunState) -> str:
+    """Why the waves after an abort did not run."""
+    return INTEGRATION_REASON if state.stop_reason == StopReason.INTEGRATION \
+        else ABORTED_REASON
 
 
 def settle(state: RunState, interrupted: bool) -> None:
