@@ -4,11 +4,13 @@ CLI, with real git repositories and the scripted model."""
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from clirun import agentrun
+from clirun import agentrun, finish, start
 from gitutil import run_git
 from runkit import make_project, scripted, spec_text, submit, writes
 
@@ -165,3 +167,32 @@ def test_complete_without_a_change_needs_the_models_reason(tmp_path):
     assert f"no change needed: {reason}" in group["deviations"]
     spec = (root / ".specflow/specs/SPEC-N.md").read_text()
     assert f"G1: no change needed: {reason}" in spec
+
+
+def test_an_interrupt_during_the_check_sets_the_wave_aside_for_resume(tmp_path):
+    script = {"groups": {"G1": writes("one.py", "X = 1\n"), "G2": writes("two.py", "Y = 2\n")}}
+    root = make_project(tmp_path / "p", "SPEC-S", spec_text(
+        "SPEC-S", [("G1", [], "one.py"), ("G2", [], "two.py")]), script)
+    base = run_git(root, "rev-parse", "HEAD")
+    slow_check = 'case "$PWD" in */integration/*) sleep 60;; esac'
+    proc = start("run", "SPEC-S", *scripted("--validate", slow_check), cwd=root)
+    deadline = time.monotonic() + 60
+    while not any('"integration_start"' in p.read_text()
+                  for p in root.glob(".specflow/runs/*/events.ndjson")):
+        assert time.monotonic() < deadline and proc.poll() is None, "no integration check"
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    done = finish(proc, timeout=30)  # the check's sleep is killed, not waited for
+    assert done.returncode == 130, done.stderr
+    result = done.json
+    assert result["status"] == "interrupted" and result["stop_reason"] is None
+    assert [g["status"] for g in result["groups"].values()] == ["interrupted"] * 2
+    assert result["integration"][0]["note"].startswith("interrupted before the check")
+    assert run_git(root, "rev-parse", "HEAD") == base  # the unchecked merges are undone
+    # the resumed run does the wave again rather than adopting merges nobody checked
+    again = agentrun("run", "SPEC-S", *scripted("--validate", "true", "--resume"), cwd=root)
+    assert again.returncode == 0, again.stderr
+    assert {e.get("batch") for e in events_of(again.json)
+            if e["type"] == "worker_start"} == {"G1", "G2"}
+    assert again.json["status"] == "complete" and again.json["integration"][0]["ok"]

@@ -188,46 +188,56 @@ class Integration:
         self.checker = checker
 
     def after_wave(self, label: str, base: str, landed: list[Batch]) -> bool:
-        """Check the wave `landed` merged onto `base`; True when the run must stop."""
+        """Check the wave `landed` merged onto `base`; True when the run must stop.
+
+        A wave interrupted before its check passed is set aside like a failed one (merges
+        undone, groups interrupted), so that `--resume` runs it again instead of adopting
+        merges nobody checked."""
         merges = [Merge(b.id, list(b.ids), f"{commit}^2") for b in landed
                   if (commit := self.state.groups[b.ids[0]].merge_commit)]
-        if self.checker is None or not merges or self.checker.cancel.is_set():
+        if self.checker is None or not merges:
             return False
+        cancel, groups = self.checker.cancel, [g for m in merges for g in m.groups]
         head = workspace.head_commit(self.root)
-        self.record.emit({"type": "integration_start", "wave": label,
-                          "command": self.checker.command, "commit": head})
-        check = self.checker.check(label, base, head, merges)
+        if cancel.is_set():
+            check = IntegrationCheck(label, self.checker.command, head, base, ok=False)
+        else:
+            self.record.emit({"type": "integration_start", "wave": label,
+                              "command": self.checker.command, "commit": head})
+            check = self.checker.check(label, base, head, merges)
         self.state.integration.append(check)
-        if self.checker.cancel.is_set() and not check.ok:
-            check.note = "interrupted before the check finished"
-            self.record.save()
-            return False
         if check.ok:
             self.record.emit({"type": "integration_passed", "wave": label, "commit": head})
-            self.record.save()
-            return False
-        self._stop(check, [g for m in merges for g in m.groups], head)
-        return True
+        elif cancel.is_set():
+            check.note = "interrupted before the check finished"
+            self._set_aside(check, groups, head, Status.INTERRUPTED,
+                            f"interrupted before wave {label}'s integration check passed")
+        else:
+            why = describe_failure(check)
+            undo = self._set_aside(check, groups, head, Status.FAILED, why)
+            self.state.stop_reason = StopReason.INTEGRATION
+            self.state.warnings.append(f"{why}; {undo}")
+            self.record.emit({"type": "integration_failed", "wave": check.wave,
+                              "culprits": check.culprits, "base_fails": check.base_fails,
+                              "restored": check.restored, "branches": check.kept_branches,
+                              "output": check.output})
+            self.record.emit({"type": "warning", "message": f"{why}; {undo}"})
+        self.record.save()
+        return not check.ok and not cancel.is_set()
 
-    def _stop(self, check: IntegrationCheck, groups: list[str], head: str) -> None:
-        """The failed wave: undo its merges if possible, fail its merged groups (their work
-        is not on the target branch, or must not stay there), keep their branches."""
+    def _set_aside(self, check: IntegrationCheck, groups: list[str], head: str,
+                   status: Status, why: str) -> str:
+        """Undo the wave's merges if nothing is on top, give its merged groups `status` (their
+        work is not on the target branch, or must not stay there) and keep their branches;
+        returns what became of the target branch."""
         state = self.state
-        why = describe_failure(check)
         check.restored, undo = undo_wave(self.root, state.target_branch, check.base, head)
         check.note = f"{check.note}; {undo}" if check.note else undo
         check.kept_branches = sorted({b for g in groups if (b := state.groups[g].branch)})
         for gid in groups:
             group = state.groups[gid]
-            group.status, group.error = Status.FAILED, why
-        state.stop_reason = StopReason.INTEGRATION
-        state.warnings.append(f"{why}; {undo}")
-        self.record.emit({"type": "integration_failed", "wave": check.wave,
-                          "culprits": check.culprits, "base_fails": check.base_fails,
-                          "restored": check.restored, "branches": check.kept_branches,
-                          "output": check.output})
-        self.record.emit({"type": "warning", "message": f"{why}; {undo}"})
-        self.record.save()
+            group.status, group.error = status, why
+        return undo
 
 
 def describe_failure(check: IntegrationCheck) -> str:
