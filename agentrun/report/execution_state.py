@@ -53,7 +53,7 @@ class WaveState:
     number: int
     label: str
     groups: list[str]
-    status: str = "pending"  # pending|running|done|skipped
+    status: str = "pending"  # pending|running|done|failed (its integration check)|skipped
 
 
 @dataclass
