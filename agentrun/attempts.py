@@ -47,6 +47,7 @@ class AgentOutcome:
     stop_reason: str  # completed|max_steps|timeout|budget|circuit_breaker|error|interrupted
     submitted: bool
     output: BaseModel | None = None  # the task's result model, validated
+    no_change_needed: str | None = None  # the agent's reason a `complete` changed nothing
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -239,4 +240,6 @@ def _outcome(results: list[AttemptOutcome], redactor: Redactor) -> AgentOutcome:
         error=redactor.text(error) if error else None, attempts=len(results),
         steps=sum(r.steps for r in results), usage=usage,
         stop_reason=last.stop_reason, submitted=last.submission is not None,
-        output=last.submission.output if last.submission else None)
+        output=last.submission.output if last.submission else None,
+        no_change_needed=redactor.text(last.no_change_needed) if last.no_change_needed
+        else None)

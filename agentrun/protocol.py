@@ -64,6 +64,7 @@ class StopReason(StrEnum):
     CIRCUIT_BREAKER = "circuit_breaker"
     ERROR = "error"
     INTERRUPTED = "interrupted"
+    INTEGRATION = "integration"  # a run's: a wave's merged result failed the validation command
 
 
 class RunStatus(StrEnum):
@@ -182,6 +183,7 @@ class WorkerResult(BaseModel):
     deviations: list[str] = Field(default_factory=list)
     error: str | None = None
     summary: str = ""
+    no_change_needed: str | None = None  # the model's reason a `complete` needs no commit
     attempts: int = 0
     steps: int = 0
     usage: UsageModel = Field(default_factory=UsageModel)

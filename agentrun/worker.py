@@ -135,7 +135,7 @@ def _result_from_git(a: Assignment, outcome, model: str, worktree: Path) -> Work
         a, status=outcome.status, files_created=created, files_modified=modified,
         files_deleted=deleted, commits=commits, criteria_met=list(outcome.criteria_met),
         deviations=list(outcome.deviations), error=outcome.error, summary=outcome.summary,
-        attempts=outcome.attempts, steps=outcome.steps,
+        no_change_needed=outcome.no_change_needed, attempts=outcome.attempts, steps=outcome.steps,
         usage=UsageModel(**usage.to_dict()),
         cost_usd=cost_usd(model, usage, a.pricing or None), stop_reason=outcome.stop_reason)
 

@@ -82,6 +82,7 @@ def test_a_conflicting_branch_fails_its_group_and_leaves_the_target_clean(tmp_pa
     landing.land_ready(results)
     after_g1 = head(t.root)
     assert landed_ids(landing.finish(results)) == ["G1"]
+    landing.clean_up()
     assert head(t.root) == after_g1
     assert (t.root / "shared.txt").read_text() == "one\n"
     assert status(t.root) == ""
@@ -100,6 +101,9 @@ def test_a_landed_worktree_is_removed_and_a_failed_one_kept(tmp_path):
     t.state.groups["G2"].status = Status.FAILED
     landing = WaveLanding(t.lander, [Batch("G1", ["G1"]), Batch("G2", ["G2"])])
     landing.land_ready({"G1": ok, "G2": bad})
+    assert (t.worktrees / "G1").exists()  # until the wave is over and checked
+    landing.finish({"G1": ok, "G2": bad})
+    landing.clean_up()
     assert not (t.worktrees / "G1").exists()
     assert t.state.groups["G1"].worktree is None
     assert run_git(t.root, "branch", "--list", f"agentrun/{SPEC_ID}/r1/G1") == ""

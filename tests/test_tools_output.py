@@ -42,7 +42,7 @@ class Hooks:
         return {}
 
     def submit_result(self, status, summary, criteria_met, deviations, error,
-                      output) -> dict[str, Any]:
+                      output, no_change_needed=None) -> dict[str, Any]:
         self.submitted.append((status, summary, output))
         return {"accepted": True}
 
@@ -117,7 +117,7 @@ def test_an_invalid_output_is_refused_naming_the_field(tmp_path, output, says):
     assert result.is_error and result.error_kind == INVALID_ARGUMENTS
     assert says in result.content, result.content
     assert "expected: submit_result(status, summary, criteria_met, deviations, error?, " \
-           "output)" in result.content
+           "no_change_needed?, output)" in result.content
     assert hooks.submitted == []
 
 

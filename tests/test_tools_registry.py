@@ -22,7 +22,8 @@ SIGNATURES = {
     "run_command": (["command"], ["timeout_s"]),
     "spawn_subagent": (["agent", "task"], ["context", "tools", "max_steps"]),
     "check_token_budget": ([], []),
-    "submit_result": (["status", "summary", "criteria_met", "deviations"], ["error"]),
+    "submit_result": (["status", "summary", "criteria_met", "deviations"],
+                      ["error", "no_change_needed"]),
 }
 
 
@@ -181,7 +182,7 @@ class FakeHooks:
         return self._answer("spawn_subagent", agent, task, context, tools, max_steps)
 
     def submit_result(self, status, summary, criteria_met, deviations, error,
-                      output) -> dict[str, Any]:
+                      output, no_change_needed=None) -> dict[str, Any]:
         return self._answer("submit_result", status, summary, criteria_met, deviations, error,
                             output)
 

@@ -21,6 +21,7 @@ class Submission:
     deviations: list[str]
     error: str | None
     output: BaseModel | None = None
+    no_change_needed: str | None = None  # why `complete` needs no change (checked by the run)
 
 
 @dataclass

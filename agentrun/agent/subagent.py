@@ -44,13 +44,15 @@ class LoopHooks:
 
     def submit_result(self, status: str, summary: str, criteria_met: list[str],
                       deviations: list[str], error: str | None,
-                      output: BaseModel | None = None) -> dict[str, Any]:
+                      output: BaseModel | None = None,
+                      no_change_needed: str | None = None) -> dict[str, Any]:
         if status not in SUBMIT_STATUSES:
             return {"accepted": False,
                     "error": f"status must be one of {', '.join(SUBMIT_STATUSES)}, "
                              f"got {status!r}"}
         self.submission = Submission(status, summary or "", list(criteria_met or []),
-                                     list(deviations or []), error or None, output)
+                                     list(deviations or []), error or None, output,
+                                     no_change_needed or None)
         return {"accepted": True, "status": status,
                 "note": "result recorded; the attempt ends after this turn"}
 

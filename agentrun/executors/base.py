@@ -115,6 +115,10 @@ class AttemptOutcome:
     def deviations(self) -> list[str]:
         return list(self.submission.deviations) if self.submission else []
 
+    @property
+    def no_change_needed(self) -> str | None:
+        return self.submission.no_change_needed if self.submission else None
+
 
 class Executor(Protocol):
     def describe(self) -> dict[str, str]:

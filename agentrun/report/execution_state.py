@@ -32,6 +32,7 @@ class GroupState:
     deviations: list[str] = field(default_factory=list)
     error: str | None = None
     summary: str = ""
+    no_change_needed: str | None = None
     attempts: int = 0
     steps: int = 0
     usage: dict[str, int] = field(default_factory=lambda: Usage().to_dict())
@@ -52,7 +53,26 @@ class WaveState:
     number: int
     label: str
     groups: list[str]
-    status: str = "pending"  # pending|running|done|skipped
+    status: str = "pending"  # pending|running|done|failed (its integration check)|skipped
+
+
+@dataclass
+class IntegrationCheck:
+    """The validation command run on a wave's merged result: whether it passed, and when it
+    did not, its output's tail, the groups (or combinations) whose merges alone break it, and
+    what became of the target branch."""
+
+    wave: str
+    command: str
+    commit: str  # the merged result that was checked
+    base: str  # the target branch before the wave
+    ok: bool
+    output: str = ""
+    culprits: list[list[str]] = field(default_factory=list)
+    base_fails: bool = False  # the wave's base fails the command already
+    restored: bool = False  # the target branch was reset to `base`
+    kept_branches: list[str] = field(default_factory=list)
+    note: str = ""
 
 
 @dataclass
@@ -73,9 +93,14 @@ class RunState:
     model: str = ""
     warnings: list[str] = field(default_factory=list)
     resumed_from: str | None = None
+    stop_reason: StopReason | None = None  # the run's own (integration), not its agents'
+    integration_command: str | None = None  # None: the run was not integration-checked
+    integration: list[IntegrationCheck] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.status = RunStatus(self.status)
+        if self.stop_reason is not None:
+            self.stop_reason = StopReason(self.stop_reason)
 
     @property
     def usage(self) -> Usage:
@@ -105,13 +130,15 @@ class RunState:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunState:
         names = {f.name for f in fields(cls)}
-        base = {k: v for k, v in data.items() if k in names and k not in ("waves", "groups")}
+        nested = ("waves", "groups", "integration")
+        base = {k: v for k, v in data.items() if k in names and k not in nested}
         gnames = {f.name for f in fields(GroupState)}
         return cls(
             **base,
             waves=[WaveState(**w) for w in data.get("waves", [])],
             groups={k: GroupState(**{f: v for f, v in g.items() if f in gnames})
                     for k, g in data.get("groups", {}).items()},
+            integration=[IntegrationCheck(**c) for c in data.get("integration", [])],
         )
 
 

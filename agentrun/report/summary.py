@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentrun.report.escape import inline
-from agentrun.report.execution_state import RunState
+from agentrun.report.execution_state import IntegrationCheck, RunState
 
 STATUS_MARK = {"complete": "✅ complete", "partial": "⚠️ partial", "failed": "❌ failed",
                "blocked": "⛔ blocked", "interrupted": "⏸ interrupted", "pending": "… pending",
@@ -41,6 +41,7 @@ def render_summary(state: RunState, criteria: list[str], when: str) -> str:
     lines += ["", "### Waves", "", "| Wave | Groups | Status |", "|------|--------|--------|"]
     for wave in state.waves:
         lines.append(f"| {wave.label} | {', '.join(wave.groups) or '(all)'} | {wave.status} |")
+    lines += ["", "### Integration", ""] + _integration(state)
     lines += ["", "### Task Groups", "",
               "| Group | Status | Commits | Attempts | Tokens | Notes |",
               "|-------|--------|---------|----------|--------|-------|"]
@@ -70,6 +71,46 @@ def render_summary(state: RunState, criteria: list[str], when: str) -> str:
         lines += [f"- {g.id}: {_code(g.worktree)} (branch {_code(g.branch or '')})"
                   for g in kept]
     return "\n".join(lines) + "\n"
+
+
+def _integration(state: RunState) -> list[str]:
+    """Whether each wave's merged result passed the validation command, and for a failure,
+    what breaks it, where the target branch is, the kept branches and the output's tail."""
+    if not state.integration_command:
+        return ["Not integration-checked: no validation command."]
+    if not state.integration:
+        return [f"Nothing was merged to check with `{state.integration_command}`."]
+    lines: list[str] = []
+    for check in state.integration:
+        lines += _check_lines(check)
+    return lines
+
+
+def _check_lines(check: IntegrationCheck) -> list[str]:
+    head = f"- Wave {check.wave}: `{check.command}` on `{check.commit[:12]}`"
+    if check.ok:
+        return [head + ": passed"]
+    lines = [head + ": **failed**"]
+    if check.base_fails:
+        lines.append("  - the wave's base fails it already")
+    elif check.culprits:
+        lines.append("  - broken by: " + "; ".join(" + ".join(c) for c in check.culprits))
+    if check.note:
+        lines.append(f"  - {check.note}")
+    if check.kept_branches:
+        lines.append("  - branches kept: " + ", ".join(f"`{b}`" for b in check.kept_branches))
+    if check.output:
+        fence = "`" * max(3, _longest_backtick_run(check.output) + 1)
+        lines += ["", fence, check.output, fence]
+    return lines
+
+
+def _longest_backtick_run(text: str) -> int:
+    run = best = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        best = max(best, run)
+    return best
 
 
 def _files(groups, attr: str) -> list[str]:

@@ -336,7 +336,7 @@ def _aggregate_wave(orch: Orchestrator, wave: Wave, continued: RunState | None) 
             return orch.finish(interrupted=True)
         if aborted:
             for later in plan.waves[wave.number:]:
-                orch.skip_wave(later, scheduler.ABORTED_REASON)
+                orch.skip_wave(later, scheduler.abort_reason(orch.state))
             return orch.finish(interrupted=False)
         if wave.number == total:
             return orch.finish(interrupted=False)

@@ -3,10 +3,12 @@
 A batch lands as soon as it and every batch before it (in the spec's group order) have
 finished, so merging overlaps the workers still running while the history keeps one order
 however the workers raced. A conflict fails the batch's groups and leaves the target branch as
-it was. Worktrees whose work landed are removed; the others are kept for a human or `--resume`.
+it was. Once the wave is over (and its merged result integration-checked), worktrees whose
+work landed are removed; the others are kept for a human or `--resume`.
 
 `WaveLanding.finish` returns the batches that landed: the place for a check of the whole wave
-(an integration command over the merged result) to run before the failure rules decide.
+(an integration command over the merged result) to run before the failure rules decide, and
+before `WaveLanding.clean_up` removes what that check may still need.
 """
 
 from __future__ import annotations
@@ -31,13 +33,10 @@ class Lander:
         self.cancel = cancel
 
     def land(self, batch: Batch, result: WorkerResult) -> bool:
-        """Merge a finished batch, then remove its worktree if all its work landed; True when
-        it merged."""
-        merged = False
+        """Merge a finished batch; True when it merged."""
         if Status(result.status).landed_work and not self.cancel.is_set():
-            merged = self.merge(batch.id, result)
-        self.clean_up(batch)
-        return merged
+            return self.merge(batch.id, result)
+        return False
 
     def merge(self, batch_id: str, result: WorkerResult) -> bool:
         """Merge the result's branch; on a conflict its groups fail. False when it did not
@@ -67,7 +66,8 @@ class Lander:
 
     def clean_up(self, batch: Batch) -> None:
         """Remove a merged batch's worktree and branch; keep any other (and say where), so
-        a human or `--resume` finds the work."""
+        a human or `--resume` finds the work (a wave that failed its integration check
+        failed its merged groups: their branches are kept too)."""
         groups = [self.state.groups[g] for g in batch.ids]
         if not groups or not groups[0].worktree:
             return
@@ -97,6 +97,7 @@ class WaveLanding:
         self.lander = lander
         self.queue = list(ordered)
         self.landed: list[Batch] = []
+        self.done: list[Batch] = []  # every batch that had a result, merged or not
 
     def land_ready(self, results: dict[str, WorkerResult]) -> None:
         while self.queue and self.queue[0].id in results:
@@ -111,6 +112,13 @@ class WaveLanding:
         self.queue = []
         return self.landed
 
+    def clean_up(self) -> None:
+        """After the wave (and its integration check): remove the worktrees whose work
+        landed and stayed."""
+        for batch in self.done:
+            self.lander.clean_up(batch)
+
     def _land(self, batch: Batch, results: dict[str, WorkerResult]) -> None:
+        self.done.append(batch)
         if self.lander.land(batch, results[batch.id]):
             self.landed.append(batch)

@@ -6,7 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrun.agent.terminator import Limits
 from agentrun.protocol import ProviderSettings, WorkerLimits
+from agentrun.sandbox.base import Sandbox
 
 
 @dataclass
@@ -18,6 +20,8 @@ class RunOptions:
     allow_dirty: bool = False
     resume: bool = False
     validation_command: str | None = None
+    validation_timeout_s: float = Limits.validation_timeout_s  # also the integration check's
+    sandbox: Callable[[], Sandbox] | None = None  # runs integration checks (default: local)
     interactive: bool = False
     use_processes: bool = True
     pricing: dict[str, Any] = field(default_factory=dict)

@@ -36,6 +36,7 @@ from agentrun.run.backends import (
     assignment_file,
 )
 from agentrun.run.execute import execute
+from agentrun.run.integration import Integration, IntegrationChecker, make_sandbox
 from agentrun.run.land import Lander, WaveLanding
 from agentrun.run.options import RunOptions
 from agentrun.run.record import EventSink, Recorder, new_run_id, now_text
@@ -94,7 +95,7 @@ class Orchestrator:
                 if self.cancel.is_set():
                     break
                 if aborted:
-                    self.skip_wave(wave, scheduler.ABORTED_REASON)
+                    self.skip_wave(wave, scheduler.abort_reason(self.state))
                     continue
                 aborted = self.run_wave(wave)
             return self.finish(interrupted=self.cancel.is_set())
@@ -117,6 +118,16 @@ class Orchestrator:
         self.record.state = state
         self.verifier = Verifier(self.root, state, self.record, self.cancel)
         self.lander = Lander(self.root, self.spec.id, state, self.record, self.cancel)
+        self.integration = Integration(self.root, state, self.record, self._checker())
+
+    def _checker(self) -> IntegrationChecker | None:
+        command = self.options.validation_command
+        if not command:
+            return None
+        return IntegrationChecker(
+            self.root, self.run_dir / "integration",
+            lambda name: batch_branch(self.spec.id, self.run_id, name), command,
+            self.options.validation_timeout_s, make_sandbox(self.options.sandbox), self.cancel)
 
     def initial_state(self) -> RunState:
         state = RunState(
@@ -125,7 +136,8 @@ class Orchestrator:
             target_branch=workspace.current_branch(self.root), started=now_text(),
             provider=self.options.provider.provider, model=self.options.provider.model,
             waves=[WaveState(w.number, w.label, list(w.groups)) for w in self.plan.waves],
-            warnings=list(self.options.warnings))
+            warnings=list(self.options.warnings),
+            integration_command=self.options.validation_command or None)
         titles = {g.id: g.title for g in self.spec.groups}
         for wave in self.plan.waves:
             for batch in wave.batches:
@@ -171,19 +183,23 @@ class Orchestrator:
         emit({"type": "wave_start", "wave": wave.label, "number": wave.number,
               "batches": [b.id for b in triage.todo]})
         landing = WaveLanding(self.lander, self.schedule.landing_order(triage.todo))
+        base = workspace.head_commit(self.root)
         results = execute(
-            triage.todo, workspace.head_commit(self.root), self.backend,
+            triage.todo, base, self.backend,
             max_parallel=self.options.max_parallel, cancel=self.cancel,
             verify=self.verifier.check, not_started=self._not_started,
             on_result=landing.land_ready if self.land_while_running else lambda _: None)
-        landing.finish(results)  # the merged wave: where a check of the whole wave belongs
-        state.waves[wave.number - 1].status = "done"
+        broken = self.integration.after_wave(wave.label, base, landing.finish(results))
+        landing.clean_up()
+        state.waves[wave.number - 1].status = "failed" if broken else "done"
         self.record.save()
         ran = [g for b in triage.todo for g in b.ids]
         failed = [g for g in ran if state.groups[g].status == Status.FAILED]
         emit({"type": "wave_done", "wave": wave.label, "failed": failed})
         if self.cancel.is_set():
             return False
+        if broken:  # the failure rules do not apply: the merged result is broken
+            return True
         verdict = scheduler.wave_verdict(wave.label, ran, failed, self.options.on_failure,
                                          self.options.ask_continue)
         if verdict.warning:

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from agentrun.plan import Batch, Wave
-from agentrun.protocol import RunStatus, Status
+from agentrun.protocol import RunStatus, Status, StopReason
 from agentrun.report.execution_state import GroupState, RunState
 from agentrun.spec.model import Spec
 
 ABORTED_REASON = "the run was aborted after an earlier wave failed"
+INTEGRATION_REASON = "the run stopped after an earlier wave failed its integration check"
 
 
 class OnFailure(StrEnum):
@@ -96,6 +97,12 @@ def wave_verdict(label: str, ran: list[str], failed: list[str], on_failure: str,
     return Verdict(False)
 
 
+def abort_reason(state: RunState) -> str:
+    """Why the waves after an abort did not run."""
+    return INTEGRATION_REASON if state.stop_reason == StopReason.INTEGRATION \
+        else ABORTED_REASON
+
+
 def settle(state: RunState, interrupted: bool) -> None:
     """Groups that never ended: interrupted when the run was, else blocked."""
     for g in state.groups.values():
@@ -104,9 +111,13 @@ def settle(state: RunState, interrupted: bool) -> None:
 
 
 def final_status(state: RunState, interrupted: bool) -> RunStatus:
+    """`complete` only when every group completed, and every wave's merged result passed its
+    integration check (a run without a validation command says it was not checked)."""
     statuses = [g.status for g in state.groups.values()]
     if interrupted:
         return RunStatus.INTERRUPTED
+    if state.stop_reason == StopReason.INTEGRATION:
+        return RunStatus.FAILED
     if all(s == Status.COMPLETE for s in statuses):
         return RunStatus.COMPLETE
     if any(w.status == "skipped" for w in state.waves):

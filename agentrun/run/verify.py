@@ -40,6 +40,22 @@ def split(total: int, n: int) -> list[int]:
     return [base + (1 if i < rest else 0) for i in range(n)]
 
 
+EMPTY_CLAIM = ("reported complete but committed no changes, and did not say why none were "
+               "needed (`no_change_needed`)")
+
+
+def empty_claim(result: WorkerResult, deviations: list[str]) -> Status:
+    """A `complete` with no commit: complete only when the model declared why no change was
+    needed (its reason is kept as a deviation, for the reviewer); otherwise partial, with
+    the reason as the error."""
+    if result.no_change_needed:
+        deviations.append(f"no change needed: {result.no_change_needed}")
+        return Status.COMPLETE
+    deviations.append("reported complete but committed no changes")
+    result.error = result.error or EMPTY_CLAIM
+    return Status.PARTIAL
+
+
 class Verifier:
     def __init__(self, root: Path, state: RunState, record: Recorder,
                  cancel: threading.Event) -> None:
@@ -73,7 +89,7 @@ class Verifier:
         if result.stop_reason == StopReason.INTERRUPTED and status != Status.COMPLETE:
             status = Status.INTERRUPTED
         if status == Status.COMPLETE and not actual:
-            deviations.append("reported complete but committed no changes")
+            status = empty_claim(result, deviations)
         refusal = self._apply_policy(d, [*created, *modified, *deleted], deviations)
         if refusal and status.landed_work:
             status, result.error = Status.FAILED, refusal
@@ -89,6 +105,7 @@ class Verifier:
             group.files_modified, group.files_deleted = modified, deleted
             group.criteria_met, group.deviations = result.criteria_met, deviations
             group.error, group.summary = result.error, result.summary
+            group.no_change_needed = result.no_change_needed
             group.attempts, group.steps = result.attempts, result.steps
             group.usage = {k: parts[ids.index(gid)] for k, parts in usage.items()}
             group.cost_usd = None if result.cost_usd is None else result.cost_usd * share

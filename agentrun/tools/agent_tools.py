@@ -95,6 +95,10 @@ class SubmitResult(ArgsTool):
         criteria_met: list[str] = Field(description="Acceptance criteria that are now met.")
         deviations: list[str] = Field(description="Deviations from the spec, with reasons.")
         error: str | None = Field(None, description="What went wrong (failed/blocked only).")
+        no_change_needed: str | None = Field(None, min_length=1, description=(
+            "Only with status complete when you committed no change: why the spec needs "
+            "none (e.g. what already implements it). Without it, complete with no change "
+            "counts as partial."))
 
     def __init__(self, output: type[BaseModel] | None = None) -> None:
         if output is not None:
@@ -105,7 +109,8 @@ class SubmitResult(ArgsTool):
             return _no_hooks(self.name)
         output = getattr(args, "output", None)  # only when the task declares a result model
         value = ctx.hooks.submit_result(args.status, args.summary, list(args.criteria_met),
-                                        list(args.deviations), args.error, output)
+                                        list(args.deviations), args.error, output,
+                                        no_change_needed=args.no_change_needed)
         return _hook_result(self.name, value)
 
 

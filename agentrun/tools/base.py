@@ -50,7 +50,8 @@ class AgentHooks(Protocol):
 
     def submit_result(self, status: str, summary: str, criteria_met: list[str],
                       deviations: list[str], error: str | None,
-                      output: BaseModel | None) -> dict[str, Any]: ...
+                      output: BaseModel | None,
+                      no_change_needed: str | None = None) -> dict[str, Any]: ...
 
 
 @dataclass

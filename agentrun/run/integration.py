@@ -1,0 +1,254 @@
+"""The integration check: the validation command on a wave's merged result.
+
+Each worker's branch passed the validation command on its own; their merge may still not (one
+group renames a function another group starts calling). So once a wave has landed, the command
+runs in a temporary worktree at the merged commit, through the run's sandbox. When it fails,
+the wave's merges are re-checked in subsets on the wave's base — each one alone, then pairs —
+to name the group or combination that breaks it, and the run stops before the next wave with
+the target branch put back where the wave found it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from agentrun import workspace
+from agentrun.errors import AgentrunError
+from agentrun.plan import Batch
+from agentrun.protocol import Status, StopReason
+from agentrun.report.execution_state import IntegrationCheck, RunState
+from agentrun.run.record import Recorder
+from agentrun.sandbox.base import Sandbox
+from agentrun.sandbox.local import LocalSandbox
+from agentrun.tools.base import CommandPolicy
+from agentrun.validation import Validation, run_validation, tail
+
+T = TypeVar("T")
+SandboxFactory = Callable[[], Sandbox]
+CANCEL_POLL_S = 0.2
+
+
+def make_sandbox(factory: SandboxFactory | None) -> Sandbox:
+    """The sandbox integration commands run in: the run's own, or a local one."""
+    return factory() if factory is not None else LocalSandbox()
+
+
+@dataclass
+class Search(Generic[T]):
+    """What the subset search found: the smallest sets of merges that break the command on
+    the wave's base (none: only the whole wave does), or that the base fails already."""
+
+    subsets: list[list[T]] = field(default_factory=list)
+    base_fails: bool = False
+
+
+def find_culprits(members: Sequence[T], breaks: Callable[[list[T]], bool]) -> Search[T]:
+    """Which of a failing wave's merges break the command.
+
+    `breaks(subset)` merges `subset` (in order) onto the wave's base and runs the command; the
+    empty subset is the base itself. Every member that breaks it alone is named; if none does,
+    the first pair that does (pairs cost a check each, so the search stops there). When every
+    member fails alone the base is checked too: a base that fails already names no culprit.
+    """
+    # a wave of one merge: that merge is the whole wave, which failed already
+    singles = [list(members)] if len(members) == 1 else [[m] for m in members if breaks([m])]
+    if singles:
+        if len(singles) == len(members) and breaks([]):
+            return Search([], base_fails=True)
+        return Search(singles)
+    for pair in itertools.combinations(members, 2):
+        if breaks(list(pair)):
+            return Search([list(pair)])
+    return Search([])
+
+
+@dataclass(frozen=True)
+class Merge:
+    """One batch's work as the wave merged it: `ref` is the tip that was merged."""
+
+    batch: str
+    groups: list[str]
+    ref: str
+
+
+class IntegrationChecker:
+    """Runs the validation command on merged results in throwaway worktrees."""
+
+    def __init__(self, root: Path, work_dir: Path, branch_for: Callable[[str], str],
+                 command: str, timeout_s: float, sandbox: Sandbox,
+                 cancel: threading.Event) -> None:
+        self.root = root
+        self.work_dir = work_dir
+        self.branch_for = branch_for
+        self.command = command
+        self.timeout_s = timeout_s
+        self.sandbox = sandbox
+        self.cancel = cancel
+        self._count = 0
+
+    def check(self, label: str, base: str, head: str, merges: list[Merge]) -> IntegrationCheck:
+        """Check `head` (the wave merged onto `base`); on a failure, name the culprits."""
+        whole = self.run_on(head, [])
+        check = IntegrationCheck(wave=label, command=self.command, commit=head, base=base,
+                                 ok=whole is not None and whole.ok,
+                                 output=tail(whole.output) if whole else "")
+        if check.ok or whole is None or self.cancel.is_set():
+            return check
+        if whole.error and whole.condition is None:  # the command could not run at all
+            check.note = whole.error
+            return check
+        search = find_culprits(merges, lambda subset: self._breaks(base, subset))
+        check.base_fails = search.base_fails
+        if search.subsets:
+            check.culprits = [[g for m in s for g in m.groups] for s in search.subsets]
+        elif not search.base_fails and not self.cancel.is_set():
+            check.culprits = [[g for m in merges for g in m.groups]]
+        return check
+
+    def _breaks(self, base: str, subset: list[Merge]) -> bool:
+        if self.cancel.is_set():
+            return False
+        result = self.run_on(base, subset)
+        return result is not None and not result.ok
+
+    def run_on(self, commit: str, merges: list[Merge]) -> Validation | None:
+        """The command's outcome on `commit` with `merges` merged on top, in a temporary
+        worktree; None when those merges conflict (the subset tells nothing)."""
+        self._count += 1
+        name = f"check-{self._count}"
+        try:
+            wt = workspace.create_worktree(self.root, self.work_dir / name,
+                                           self.branch_for(name), commit)
+        except AgentrunError as exc:  # the check cannot run: that is no pass
+            return Validation(self.command, False, exc.message, None,
+                              f"could not create a worktree to check in: {exc.message}")
+        try:
+            for m in merges:
+                if not workspace.merge_branch(wt.path, m.ref, f"Check {m.batch}").ok:
+                    return None
+            with _killed_on(self.cancel, self.sandbox):
+                return run_validation(self.sandbox, wt.path, CommandPolicy(), self.command,
+                                      self.timeout_s)
+        finally:
+            with contextlib.suppress(workspace.GitError):
+                workspace.remove_worktree(self.root, wt, delete_branch=True)
+
+
+@contextlib.contextmanager
+def _killed_on(cancel: threading.Event, sandbox: Sandbox) -> Iterator[None]:
+    """Stop the sandbox's commands when the run is interrupted while they run."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if cancel.wait(CANCEL_POLL_S):
+                sandbox.kill_all()
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+
+
+def undo_wave(root: Path, branch: str | None, before: str, after: str) -> tuple[bool, str]:
+    """Put the target branch back at `before` when its tip is still the wave's last merge
+    `after` (nothing else was committed on top); returns (restored, what was done)."""
+    if workspace.current_branch(root) != branch or workspace.head_commit(root) != after:
+        return False, (f"the target branch moved on since the wave merged; its merges were "
+                       f"left in place (undo them with `git reset --keep {before[:12]}` "
+                       "once nothing else depends on them)")
+    proc = workspace.run_git("reset", "--keep", before, cwd=root)
+    if proc.returncode != 0:
+        return False, (f"could not reset {branch} to {before[:12]}: "
+                       f"{(proc.stderr or proc.stdout).strip()}")
+    return True, f"{branch or 'HEAD'} reset to {before[:12]}, as before the wave"
+
+
+class Integration:
+    """The run's integration checks, one after each wave that merged something; a failure
+    stops the run (`StopReason.INTEGRATION`) with the wave's merges undone and its branches
+    kept. Without a validation command (`checker` None) nothing is checked, and the state
+    says so."""
+
+    def __init__(self, root: Path, state: RunState, record: Recorder,
+                 checker: IntegrationChecker | None) -> None:
+        self.root = root
+        self.state = state
+        self.record = record
+        self.checker = checker
+
+    def after_wave(self, label: str, base: str, landed: list[Batch]) -> bool:
+        """Check the wave `landed` merged onto `base`; True when the run must stop.
+
+        A wave interrupted before its check passed is set aside like a failed one (merges
+        undone, groups interrupted), so that `--resume` runs it again instead of adopting
+        merges nobody checked."""
+        merges = [Merge(b.id, list(b.ids), f"{commit}^2") for b in landed
+                  if (commit := self.state.groups[b.ids[0]].merge_commit)]
+        if self.checker is None or not merges:
+            return False
+        cancel, groups = self.checker.cancel, [g for m in merges for g in m.groups]
+        head = workspace.head_commit(self.root)
+        if cancel.is_set():
+            check = IntegrationCheck(label, self.checker.command, head, base, ok=False)
+        else:
+            self.record.emit({"type": "integration_start", "wave": label,
+                              "command": self.checker.command, "commit": head})
+            check = self.checker.check(label, base, head, merges)
+        self.state.integration.append(check)
+        if check.ok:
+            self.record.emit({"type": "integration_passed", "wave": label, "commit": head})
+        elif cancel.is_set():
+            check.note = "interrupted before the check finished"
+            self._set_aside(check, groups, head, Status.INTERRUPTED,
+                            f"interrupted before wave {label}'s integration check passed")
+        else:
+            why = describe_failure(check)
+            undo = self._set_aside(check, groups, head, Status.FAILED, why)
+            self.state.stop_reason = StopReason.INTEGRATION
+            self.state.warnings.append(f"{why}; {undo}")
+            self.record.emit({"type": "integration_failed", "wave": check.wave,
+                              "culprits": check.culprits, "base_fails": check.base_fails,
+                              "restored": check.restored, "branches": check.kept_branches,
+                              "output": check.output})
+            self.record.emit({"type": "warning", "message": f"{why}; {undo}"})
+        self.record.save()
+        return not check.ok and not cancel.is_set()
+
+    def _set_aside(self, check: IntegrationCheck, groups: list[str], head: str,
+                   status: Status, why: str) -> str:
+        """Undo the wave's merges if nothing is on top, give its merged groups `status` (their
+        work is not on the target branch, or must not stay there) and keep their branches;
+        returns what became of the target branch."""
+        state = self.state
+        check.restored, undo = undo_wave(self.root, state.target_branch, check.base, head)
+        check.note = f"{check.note}; {undo}" if check.note else undo
+        check.kept_branches = sorted({b for g in groups if (b := state.groups[g].branch)})
+        for gid in groups:
+            group = state.groups[gid]
+            group.status, group.error = status, why
+        return undo
+
+
+def describe_failure(check: IntegrationCheck) -> str:
+    """One line naming the wave, the command and what breaks it."""
+    text = f"wave {check.wave}'s merged result fails `{check.command}`"
+    if check.base_fails:
+        return text + " (the wave's base fails it already)"
+    if check.note and not check.culprits:
+        return f"{text} ({check.note})"
+    if len(check.culprits) == 1 and len(check.culprits[0]) > 1:
+        return text + f" (broken by {' + '.join(check.culprits[0])} together)"
+    if check.culprits:
+        return text + f" (broken by {', '.join(' + '.join(c) for c in check.culprits)})"
+    return text
