@@ -27,7 +27,8 @@ for path in sorted(pathlib.Path(".").glob("*.py")):
             module.run()
 """
 # a Python project ignores its bytecode, as real ones do (the validation command imports lib)
-LIB = {".gitignore": ".specflow/runs/\n__pycache__/\n", "check.py": CHECK_PY, "lib.py": "def old():\n    return 1\n",
+LIB = {".gitignore": ".specflow/runs/\n__pycache__/\n",
+       "check.py": CHECK_PY, "lib.py": "def old():\n    return 1\n",
        "app.py": "import lib\n\n\ndef run():\n    return lib.old()\n"}
 # G1 renames lib.old() to lib.new(); G2 adds a caller of lib.old(); G3 (wave 2) builds on G1
 GROUPS = [("G1", [], "lib.py"), ("G2", [], "caller.py"), ("G3", ["G1"], "extra.py")]
