@@ -268,3 +268,24 @@ def test_spec_without_groups_is_one_job_and_merges_from_a_local_branch(tmp_path)
     assert result["mode"] == "single" and result["status"] == "complete"
     assert (root / "hello.py").read_text() == "print('hi')\n"
     assert "status: review" in (root / ".specflow/specs/SPEC-34.md").read_text()
+
+
+def test_aggregate_checks_the_merged_result_with_the_validation_command(tmp_path):
+    """The check passes on the worker's branch (no merge commit there) and fails on the
+    merged result, so only the aggregate's integration check can catch it."""
+    check = 'test -z "$(git log --merges --oneline -1)"'
+    root = make_project(tmp_path / "p", "SPEC-35", spec_text("SPEC-35", []),
+                        {"agents": {"spec-executor": writes("hello.py", "print('hi')\n")}},
+                        files={".specflow/config.yaml": f"validation_command: '{check}'\n"})
+    out = tmp_path / "single.json"
+    proc = agentrun("worker", "--spec", "SPEC-35", "--groups", "single", "--out",
+                    str(out), *MODEL, cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    run_git(root, "switch", "-q", "main")
+    before = run_git(root, "rev-parse", "HEAD")
+    proc = agentrun("aggregate", "SPEC-35", str(out), "--json", cwd=root)
+    assert proc.returncode == 1, proc.stderr
+    result = proc.json
+    assert result["status"] == "failed" and result["stop_reason"] == "integration"
+    assert not (root / "hello.py").exists()
+    assert run_git(root, "rev-list", f"{before}..HEAD", "--merges") == ""

@@ -72,6 +72,7 @@ def aggregate(
                         "run `agentrun audit` first")
     options = RunOptions(provider=ProviderSettings(provider="", model=""),
                          on_failure=on_failure or project.config.on_failure,
+                         validation_command=project.config.validation_command,
                          warnings=warnings)
     with PlainProgress(out) as progress, event_stream(events, progress, out) as on_event:
         done = run_aggregate(project, parsed, plan, results, options, remote=remote,
