@@ -51,14 +51,18 @@ def audit(
                                             help="Auditor tokens per run (default 200,000)."),
     junit: Path | None = typer.Option(None, "--junit",
                                       help="Write a JUnit XML report (one test case per spec)."),
+    sandbox: str | None = typer.Option(
+        None, "--sandbox", metavar="auto|on|off",
+        help="Run the auditor's commands in a read-only bubblewrap sandbox: auto, on or off "
+             "(config: sandbox.mode; default auto)."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Audit a spec (or every spec in .specflow/specs/) with the auditor agent.
 
     Static checks run first; a spec with critical findings stops there. The verdict is
     APPROVED (exit 0), NEEDS_REVISION or NEEDS_DECOMPOSITION (exit 1); an invalid spec exits 2
-    and no configured model 3. The `### Audit vN` entry and the frontmatter status are written
-    into the spec unless --dry-run.
+    and no configured model (or --sandbox on without bubblewrap) 3. The `### Audit vN` entry
+    and the frontmatter status are written into the spec unless --dry-run.
     """
     from agentrun.project import find_project
 
@@ -75,7 +79,8 @@ def audit(
         raise typer.Exit(_static_all(project.spec_paths(), out, report))
     opts = {"write": write, "dry_run": dry_run, "group_context_max": group_context_max,
             "total_context_max": total_context_max, "provider": provider, "model": model,
-            "script": script, "max_steps": max_steps, "token_budget": token_budget}
+            "script": script, "max_steps": max_steps, "token_budget": token_budget,
+            "sandbox": sandbox}
     if spec is not None:
         raise typer.Exit(_model_one(spec, out, opts, report))
     project = find_project()
@@ -110,10 +115,13 @@ def _require_specs_dir(project: Project) -> None:
 def _options(project: Project, opts: dict[str, Any]) -> AuditOptions:
     from agentrun.audit.estimates import thresholds_from
     from agentrun.audit.runner import AuditOptions
+    from agentrun.sandbox.choice import resolve
 
     limits = {"max_steps": opts["max_steps"] or project.config.audit.max_steps,
               "token_budget": opts["token_budget"] or project.config.audit.token_budget}
+    settings, _ = resolve(opts["sandbox"], False, project.config.sandbox)
     return AuditOptions(write_groups=opts["write"], dry_run=opts["dry_run"],
+                        sandbox=settings.mode,
                         thresholds=thresholds_from(project.config.model_dump(exclude_none=True),
                                                    opts["group_context_max"],
                                                    opts["total_context_max"]),

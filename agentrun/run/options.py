@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrun.protocol import ProviderSettings, WorkerLimits
+from agentrun.protocol import ProviderSettings, SandboxSettings, WorkerLimits
 
 
 @dataclass
@@ -23,3 +23,5 @@ class RunOptions:
     pricing: dict[str, Any] = field(default_factory=dict)
     ask_continue: Callable[[list[str]], bool] | None = None  # TTY prompt after a failed wave
     warnings: list[str] = field(default_factory=list)  # recorded in STATE.md's Warnings
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    sandbox_description: str = ""  # "on (bubblewrap)", "off (why)": for the run record

@@ -86,7 +86,8 @@ class Orchestrator:
             self.begin(self.initial_state())
             self.record.emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
                               "mode": self.plan.mode, "waves": len(self.plan.waves),
-                              "run_dir": str(self.run_dir)})
+                              "run_dir": str(self.run_dir),
+                              "sandbox": self.options.sandbox_description})
             self.record.save(progress=scheduler.wave_progress(1, len(self.plan.waves)),
                              status="running")
             aborted = False
