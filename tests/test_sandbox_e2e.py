@@ -265,3 +265,33 @@ def test_sandbox_mode_comes_from_the_config_and_bad_values_are_named(tmp_path):
     bad = agentrun("run", "SPEC-1", *scripted("--dry-run"), cwd=root)
     assert bad.returncode == 2 and "sandbox.mode" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@needs_bwrap
+def test_a_ci_worker_sandboxes_its_commands_and_still_commits(tmp_path):
+    hook = tmp_path / "p" / ".git" / "hooks" / "post-commit"
+    root = project(tmp_path, f"printf '#!/bin/sh\\ntouch x\\n' > {hook}; git status --short",
+                   "echo planted >> .git/info/exclude")
+    out = tmp_path / "result.json"
+    proc = agentrun("worker", "--spec", "SPEC-1", "--groups", "G1", "--out", str(out),
+                    "--provider", "scripted", "--script", ".specflow/script.yaml", "--json",
+                    cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    doc = proc.json
+    assert doc["sandbox"] == ON and doc["status"] == "complete"
+    assert len(doc["commits"]) == 1  # the worker framework commits, outside the sandbox
+    assert not hook.exists() and "planted" not in (root / ".git/info/exclude").read_text()
+    assert "SPEC-1" in run_git(root, "log", "-1", "--format=%s")
+
+
+def test_worker_and_audit_refuse_sandbox_on_without_bwrap(tmp_path):
+    root = project(tmp_path)
+    env = {"PATH": no_bwrap_path(tmp_path)}
+    model = ("--provider", "scripted", "--script", ".specflow/script.yaml")
+    worker = agentrun("worker", "--spec", "SPEC-1", "--groups", "G1", "--out",
+                      str(tmp_path / "r.json"), *model, "--sandbox", "on", cwd=root, env=env)
+    audit = agentrun("audit", "SPEC-1", *model, "--sandbox", "on", cwd=root, env=env)
+    for proc in (worker, audit):
+        assert proc.returncode == 3, proc.stderr
+        assert "apt-get install bubblewrap" in proc.stderr and "Traceback" not in proc.stderr
+    assert run_git(root, "branch", "--list", "agentrun/*") == ""
