@@ -66,7 +66,8 @@ def unavailable_reason() -> str | None:
 def confine(argv: Sequence[str], jail: Jail, exe: str = "bwrap",
             cwd: Path | None = None) -> list[str]:
     """`argv` wrapped so that it runs inside `jail` (mounts are applied in order), in `cwd`
-    (default: the worktree)."""
+    (default: the worktree). `argv` comes last, after `--`, so `confine([], ...)` is a prefix
+    for any command."""
     home = (jail.home or Path.home()).resolve()
     worktree = jail.worktree.resolve()
     args = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
