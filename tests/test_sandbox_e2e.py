@@ -295,3 +295,17 @@ def test_worker_and_audit_refuse_sandbox_on_without_bwrap(tmp_path):
         assert proc.returncode == 3, proc.stderr
         assert "apt-get install bubblewrap" in proc.stderr and "Traceback" not in proc.stderr
     assert run_git(root, "branch", "--list", "agentrun/*") == ""
+
+
+@needs_bwrap
+def test_home_allow_shows_a_home_path_read_only(tmp_path):
+    home = fake_home(tmp_path)
+    (home / ".tool").mkdir()
+    (home / ".tool" / "conf").write_text("setting\n")
+    root = project(tmp_path, "cat ~/.tool/conf > seen.txt",
+                   python_writes(home / ".tool" / "conf", "changed"),
+                   files={".specflow/config.yaml": yaml.safe_dump(
+                       {"sandbox": {"home_allow": [".tool"]}})})
+    run(root, env={"HOME": str(home)})
+    assert (root / "seen.txt").read_text() == "setting\n"
+    assert (home / ".tool" / "conf").read_text() == "setting\n"
