@@ -309,3 +309,27 @@ def test_home_allow_shows_a_home_path_read_only(tmp_path):
     run(root, env={"HOME": str(home)})
     assert (root / "seen.txt").read_text() == "setting\n"
     assert (home / ".tool" / "conf").read_text() == "setting\n"
+
+
+@needs_bwrap
+def test_a_worker_timeout_ends_everything_its_sandboxed_commands_started(tmp_path):
+    token = f"agentrun-beat-{os.getpid()}-{time.monotonic_ns()}"
+    beat = "while true; do date +%s%N > {}; sleep 0.1; done"
+    script = {"groups": {"G1": [command(f"setsid bash -c '{beat.format('detached.beat')}' "
+                                        f"{token} & {beat.format('shell.beat')}"),
+                                *writes("src/a.py", "A = 1\n")]}}
+    root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", ONE), script)
+    try:
+        proc = agentrun("run", "SPEC-1", *scripted("--worker-timeout", "4"), cwd=root)
+        assert proc.returncode == 1, proc.stderr
+        group = proc.json["groups"]["G1"]
+        assert group["stop_reason"] == "timeout"
+        beats = [Path(group["worktree"]) / name for name in ("shell.beat", "detached.beat")]
+        assert all(b.exists() for b in beats)
+        time.sleep(0.5)
+        last = [b.read_text() for b in beats]
+        time.sleep(0.5)
+        assert [b.read_text() for b in beats] == last
+    finally:
+        for pid in survivors(token):
+            os.kill(pid, 9)
