@@ -298,6 +298,23 @@ def test_worker_and_audit_refuse_sandbox_on_without_bwrap(tmp_path):
 
 
 @needs_bwrap
+def test_the_audit_says_its_sandbox(tmp_path):
+    from test_audit_cli import NO_MODEL, SPEC
+    from test_audit_cli import project as audit_project
+    from test_audit_cli import submit as verdict
+
+    root = audit_project(tmp_path, {"SPEC-1": SPEC.format(id="SPEC-1")},
+                         {"groups": {"SPEC-1": [verdict("APPROVED", comment="ready")]}})
+    proc = agentrun("audit", "SPEC-1", "--script", "script.yaml", "--json", cwd=root,
+                    env=NO_MODEL)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.json["sandbox"] == ON and proc.json["status"] == "APPROVED"
+    off = agentrun("audit", "SPEC-1", "--script", "script.yaml", "--json", "--dry-run",
+                   "--sandbox", "off", cwd=root, env=NO_MODEL)
+    assert off.json["sandbox"] == "off (sandbox mode off)"
+
+
+@needs_bwrap
 def test_home_allow_shows_a_home_path_read_only(tmp_path):
     home = fake_home(tmp_path)
     (home / ".tool").mkdir()
