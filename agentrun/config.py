@@ -69,6 +69,14 @@ class AuditConfig(_Section):
     total_context_max: float | None = Field(None, gt=0, le=1)
 
 
+class SandboxConfig(_Section):
+    """`sandbox:` — how model-issued commands are confined (README "Sandbox")."""
+
+    mode: Literal["auto", "on", "off"] = "auto"
+    network: bool = False  # let commands reach the network (package installs)
+    home_allow: list[str] = Field(default_factory=list)  # paths under home shown read-only
+
+
 class ModelPrice(_Section):
     """`pricing: {model: ...}` — USD per million tokens; cache prices default to `input`."""
 
@@ -94,6 +102,7 @@ class ProjectConfig(_Section):
     max_retries: int = Field(DEFAULT_SDK_MAX_RETRIES, ge=0)
     timeout_s: float = Field(DEFAULT_REQUEST_TIMEOUT_S, gt=0)
     audit: AuditConfig = Field(default_factory=AuditConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
     command_env: list[str] = Field(default_factory=list)  # more variables commands may see
 
@@ -185,7 +194,7 @@ def _shown(path: Path) -> str:
 
 # -- messages ----------------------------------------------------------------------------------
 
-_SECTIONS: dict[str, type[BaseModel]] = {"audit": AuditConfig}
+_SECTIONS: dict[str, type[BaseModel]] = {"audit": AuditConfig, "sandbox": SandboxConfig}
 
 
 def _keys_under(parent: tuple[Any, ...]) -> list[str]:

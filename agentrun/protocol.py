@@ -110,6 +110,15 @@ class WorkerLimits(BaseModel):
     retry_on_failure: bool = True
 
 
+class SandboxSettings(BaseModel):
+    """How the worker confines its commands (agentrun/sandbox/choice.py). A local run passes
+    the mode it already resolved, so a worker never runs less confined than the summary said."""
+
+    mode: Literal["auto", "on", "off"] = "auto"
+    network: bool = False
+    home_allow: list[str] = Field(default_factory=list)
+
+
 class Assignment(BaseModel):
     """Everything one worker needs, and nothing of the other groups' tasks."""
 
@@ -140,6 +149,7 @@ class Assignment(BaseModel):
     transcript_path: str | None = None
     progress_path: str | None = None
     interactive: bool = False
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
 
     @property
     def group_ids(self) -> list[str]:

@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentrun.errors import AgentrunError
 from agentrun.protocol import Assignment, UsageModel, WorkerResult
 from agentrun.sandbox.base import Sandbox
-from agentrun.sandbox.local import LocalSandbox
+from agentrun.sandbox.choice import make_sandbox
 
 if TYPE_CHECKING:
     from agentrun.agent.snapshots import Snapshot
@@ -30,14 +31,31 @@ def run_assignment(assignment: Assignment, cancel: threading.Event | None = None
     """Execute one assignment and write its result file. Never raises for agent failures."""
     progress = _Progress(assignment.progress_path)
     return _execute(assignment, cancel or threading.Event(), provider, progress,
-                    LocalSandbox(on_spawn=progress.spawned))
+                    worker_sandbox(assignment, progress))
+
+
+def worker_sandbox(assignment: Assignment, progress: _Progress) -> Sandbox | AgentrunError:
+    """The sandbox every command of this worker runs in (the model's and the validation
+    command), as the assignment's settings ask; or why there can be none."""
+    settings = assignment.sandbox
+    try:
+        sandbox, choice = make_sandbox(settings.mode, Path(assignment.worktree),
+                                       network=settings.network,
+                                       home_allow=tuple(settings.home_allow),
+                                       on_spawn=progress.spawned)
+    except AgentrunError as exc:
+        return exc
+    progress.emit({"type": "sandbox", "sandbox": choice.describe()})
+    return sandbox
 
 
 def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
-             progress: _Progress, sandbox: Sandbox) -> WorkerResult:
+             progress: _Progress, sandbox: Sandbox | AgentrunError) -> WorkerResult:
     started = time.monotonic()
     worktree = Path(assignment.worktree)
     try:
+        if isinstance(sandbox, AgentrunError):  # commands must not run less confined than asked
+            raise sandbox
         from agentrun.agent.snapshots import checkout_snapshot
         from agentrun.workspace import populate_worktree
 
@@ -47,8 +65,6 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
         outcome, model = _run_attempts(assignment, cancel, progress, provider, sandbox, start)
         result = _result_from_git(assignment, outcome, model, worktree)
     except Exception as exc:  # the boundary of the worker: report, never crash silently
-        from agentrun.errors import AgentrunError
-
         message = exc.message if isinstance(exc, AgentrunError) else f"{type(exc).__name__}: {exc}"
         result = _base_result(assignment, status="failed", error=message, stop_reason="error")
         if os.environ.get("AGENTRUN_DEBUG"):
@@ -176,16 +192,16 @@ def process_main(assignment_path: str) -> None:
     # stderr instead
     os.dup2(2, 1)
     cancel = threading.Event()
-    sandbox: LocalSandbox | None = None  # the stop below may come before it exists
+    sandbox: Sandbox | AgentrunError | None = None  # the stop below may come before it exists
 
     def stop(_sig, _frame) -> None:
         cancel.set()
-        if sandbox is not None:
+        if sandbox is not None and not isinstance(sandbox, AgentrunError):
             sandbox.kill_all(signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     assignment = Assignment.read(Path(assignment_path))
     progress = _Progress(assignment.progress_path)
-    sandbox = LocalSandbox(on_spawn=progress.spawned)
+    sandbox = worker_sandbox(assignment, progress)
     _execute(assignment, cancel, None, progress, sandbox)

@@ -147,7 +147,8 @@ def test_a_killed_worker_or_one_writing_garbage_fails_alone(tmp_path):
                          "G2": [command("kill -9 $PPID"), submit("complete", "never")],
                          "G3": [command(garbage), submit("complete", "never")]}}
     root = make_project(tmp_path / "p", "SPEC-14", spec_text("SPEC-14", three), script)
-    proc = agentrun("run", "SPEC-14", *scripted(), cwd=root)
+    # unconfined: a sandboxed command can neither kill its worker nor write its result file
+    proc = agentrun("run", "SPEC-14", *scripted("--sandbox", "off"), cwd=root)
     assert proc.returncode == 1
     groups = proc.json["groups"]
     assert groups["G1"]["status"] == "complete"
@@ -165,7 +166,10 @@ def test_worker_timeout_is_enforced_and_kills_the_commands_it_started(tmp_path):
                          "G3": [command(sleeper), submit("complete", "never")]}}
     root = make_project(tmp_path / "p", "SPEC-15", spec_text("SPEC-15", three), script)
     started = time.monotonic()
-    proc = agentrun("run", "SPEC-15", *scripted("--worker-timeout", "4"), cwd=root)
+    # unconfined, so that the sleeper's pid is ours to check (test_sandbox_e2e has the
+    # sandboxed case)
+    proc = agentrun("run", "SPEC-15", *scripted("--worker-timeout", "4", "--sandbox", "off"),
+                    cwd=root)
     assert time.monotonic() - started < 40
     assert proc.returncode == 1
     groups = proc.json["groups"]

@@ -97,7 +97,7 @@ def wave(tmp_path):
 
 def checker(root: Path, command: str = f"{sys.executable} check.py") -> IntegrationChecker:
     return IntegrationChecker(root, root / "runs" / "integration", lambda n: f"agentrun/t/{n}",
-                              command, 60, LocalSandbox(), threading.Event())
+                              command, 60, lambda _wt: LocalSandbox(), threading.Event())
 
 
 def test_the_merged_result_is_checked_and_the_pair_named(wave):
@@ -180,7 +180,7 @@ def test_an_empty_complete_claim_needs_a_reason():
 def test_a_check_that_cannot_run_is_no_pass(wave):
     root, base, merges = wave
     broken = IntegrationChecker(root, root / "runs" / "integration", lambda n: "bad..ref",
-                                "true", 60, LocalSandbox(), threading.Event())
+                                "true", 60, lambda _wt: LocalSandbox(), threading.Event())
     check = broken.check("1", base, head(root), merges)
     assert not check.ok and check.culprits == []
     assert check.note.startswith("could not create a worktree to check in")

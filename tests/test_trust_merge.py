@@ -97,7 +97,10 @@ def test_a_forged_progress_line_cannot_aim_the_timeout_kill(tmp_path):
                  "sleep 300 & echo $! > sleeper.pid; wait")
         script = {"groups": {"G1": [command(forge), submit("complete", "never")]}}
         root = make_project(tmp_path / "p", "SPEC-74", spec_text("SPEC-74", TWO[:1]), script)
-        proc = agentrun("run", "SPEC-74", *scripted("--worker-timeout", "4"), cwd=root)
+        # without the sandbox, which would stop the forgery at the write: this checks the
+        # orchestrator's own defence
+        proc = agentrun("run", "SPEC-74", *scripted("--worker-timeout", "4", "--sandbox", "off"),
+                        cwd=root)
         assert proc.returncode == 1, proc.stderr
         group = proc.json["groups"]["G1"]
         assert group["stop_reason"] == "timeout"

@@ -11,15 +11,21 @@ from clirun import agentrun
 from gitutil import init_repo, run_git
 from runkit import writes
 
-from agentrun.protocol import Assignment, ProviderSettings, WorkerLimits, WorkerResult
+from agentrun.protocol import (
+    Assignment,
+    ProviderSettings,
+    SandboxSettings,
+    WorkerLimits,
+    WorkerResult,
+)
 
 RESULT_KEYS = {"group", "groups", "status", "files_created", "files_modified", "commits",
                "criteria_met", "deviations", "error", "summary", "attempts", "steps", "usage",
                "cost_usd", "duration_s", "stop_reason"}
 
 
-def make_assignment(tmp_path, script, validation=None,
-                    checkout=True) -> tuple[Assignment, str]:
+def make_assignment(tmp_path, script, validation=None, checkout=True,
+                    sandbox: str = "auto") -> tuple[Assignment, str]:
     repo = init_repo(tmp_path / "repo", {"README.md": "hi\n"})
     base = run_git(repo, "rev-parse", "HEAD")
     wt = tmp_path / "wt"
@@ -41,7 +47,7 @@ def make_assignment(tmp_path, script, validation=None,
                                   script=str(script_path)),
         limits=WorkerLimits(max_retries=1), validation_command=validation,
         result_path=str(out / "result.json"), transcript_path=str(out / "t.jsonl"),
-        progress_path=str(out / "progress.ndjson"))
+        progress_path=str(out / "progress.ndjson"), sandbox=SandboxSettings(mode=sandbox))
     path = tmp_path / "assignment.json"
     assignment.write(path)
     return assignment, str(path)

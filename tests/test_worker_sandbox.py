@@ -1,5 +1,7 @@
 """The worker's one sandbox: its commands reported as spawn events on the progress stream, and
-stopped by the worker process's SIGTERM handler."""
+stopped by the worker process's SIGTERM handler — unconfined (`off`, where the shell's pid is
+its process group) and in bubblewrap (where the group is bwrap's, and killing it ends the
+command's PID namespace)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from runkit import command, submit, writes
 from test_worker_cmd import make_assignment
 
 from agentrun.protocol import WorkerResult
+from agentrun.sandbox.bwrap import unavailable_reason
 from agentrun.worker import run_assignment
 
 
@@ -34,7 +38,8 @@ def alive(pid: int) -> bool:
 def test_commands_and_validation_are_reported_as_spawn_events(tmp_path):
     script = {"groups": {"G1": [command("echo $$ > shell.pid"),
                                 *writes("hello.py", "print('hi')\n")]}}
-    assignment, _ = make_assignment(tmp_path, script, validation="python3 hello.py")
+    assignment, _ = make_assignment(tmp_path, script, validation="python3 hello.py",
+                                    sandbox="off")
     result = run_assignment(assignment)
     assert result.status == "complete", result.error
     spawns = [(e["type"], e["pgid"]) for e in progress(tmp_path)
@@ -47,14 +52,17 @@ def test_commands_and_validation_are_reported_as_spawn_events(tmp_path):
         {"t", "type", "pgid"}
 
 
+def start_worker(path: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", f"from agentrun.worker import process_main; "
+                                                    f"process_main({path!r})"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
 def test_sigterm_stops_the_running_command_and_the_worker_reports(tmp_path):
     script = {"groups": {"G1": [command("echo $$ > shell.pid; sleep 60"),
                                 submit("complete", "slept")]}}
-    _, path = make_assignment(tmp_path, script)
-    worker = subprocess.Popen([sys.executable, "-c",
-                               f"from agentrun.worker import process_main; "
-                               f"process_main({path!r})"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, path = make_assignment(tmp_path, script, sandbox="off")
+    worker = start_worker(path)
     pid_file = tmp_path / "wt/shell.pid"
     deadline = time.monotonic() + 60
     while not (pid_file.exists() and pid_file.read_text().strip()):
@@ -72,3 +80,32 @@ def test_sigterm_stops_the_running_command_and_the_worker_reports(tmp_path):
     events = progress(tmp_path)
     assert ("spawn_end", shell) in [(e["type"], e.get("pgid")) for e in events]
     assert events[-1]["type"] == "done"
+
+
+@pytest.mark.skipif(unavailable_reason() is not None,
+                    reason=f"bubblewrap unusable: {unavailable_reason()}")
+def test_sigterm_ends_a_sandboxed_command_and_what_it_detached(tmp_path):
+    beat = "while true; do date +%s%N > {}; sleep 0.05; done"
+    script = {"groups": {"G1": [command(f"setsid bash -c '{beat.format('detached.beat')}' & "
+                                        f"{beat.format('shell.beat')}"),
+                                submit("complete", "slept")]}}
+    _, path = make_assignment(tmp_path, script, sandbox="on")
+    worker = start_worker(path)
+    beats = [tmp_path / "wt/shell.beat", tmp_path / "wt/detached.beat"]
+    deadline = time.monotonic() + 60
+    while not all(b.exists() for b in beats):
+        assert worker.poll() is None, worker.stderr.read()
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.05)
+    os.kill(worker.pid, signal.SIGTERM)
+    worker.wait(30)
+    time.sleep(0.3)
+    last = [b.read_text() for b in beats]
+    time.sleep(0.5)
+    assert [b.read_text() for b in beats] == last  # nothing inside the jail still runs
+    events = progress(tmp_path)
+    assert {"type": "sandbox", "sandbox": "on (bubblewrap)"}.items() <= \
+        next(e for e in events if e["type"] == "sandbox").items()
+    spawned = [e["pgid"] for e in events if e["type"] == "spawn"]
+    assert spawned and not alive(spawned[0])
+    assert ("spawn_end", spawned[0]) in [(e["type"], e.get("pgid")) for e in events]

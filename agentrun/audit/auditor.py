@@ -29,6 +29,8 @@ from agentrun.executors.base import AgentTask
 from agentrun.plan import Finding
 from agentrun.project import Project
 from agentrun.providers.base import Provider, Usage
+from agentrun.sandbox.base import Sandbox
+from agentrun.sandbox.choice import make_sandbox
 from agentrun.spec.model import Spec
 
 AUDITOR = "spec-auditor"
@@ -111,17 +113,21 @@ def audit_task(spec: Spec, project: Project, static: StaticAudit,
 
 def ask_auditor(spec: Spec, project: Project, provider: Provider, static: StaticAudit,
                 estimate: ContextEstimate, *, limits: dict[str, Any] | None = None,
-                cancel: threading.Event | None = None) -> AuditorAnswer:
+                cancel: threading.Event | None = None, sandbox: str = "auto") -> AuditorAnswer:
     """Run the auditor in a fresh context; re-ask once (another fresh context, shown its last
     reply and what went wrong) if it ended without a valid verdict. Raises AuditorFailed when
-    there is still none, or when the auditor stops early."""
+    there is still none, or when the auditor stops early.
+
+    Its tools only read; should anything of it ever run a command, that runs in a read-only
+    sandbox (`sandbox` mode), so an audit cannot change the repository."""
     agent = auditor_agent(project.root)
+    jail, _ = make_sandbox(sandbox, project.root, writable=False)
     run_limits = limits_for(spec.complexity, agent, {"retry_on_failure": False,
                                                      "token_budget": DEFAULT_TOKEN_BUDGET,
                                                      **(limits or {})})
     cancel = cancel if cancel is not None else threading.Event()
     task = audit_task(spec, project, static, estimate)
-    outcome = _run(agent, task, spec, project, provider, run_limits, cancel)
+    outcome = _run(agent, task, spec, project, provider, run_limits, cancel, jail)
     if isinstance(outcome.output, Verdict):
         return AuditorAnswer(outcome.output, outcome.usage, outcome.steps, 1)
     first = outcome.error or "no verdict was submitted"
@@ -130,7 +136,7 @@ def ask_auditor(spec: Spec, project: Project, provider: Provider, static: Static
         reply = reply[:MAX_REPLY_SHOWN] + "\n[... cut ...]"
     reask = render("audit_reask", {"error": first, "reply": reply, "fence": _fence(reply),
                                    "original_task": task}, project.root)
-    again = _run(agent, reask, spec, project, provider, run_limits, cancel)
+    again = _run(agent, reask, spec, project, provider, run_limits, cancel, jail)
     usage, steps = outcome.usage + again.usage, outcome.steps + again.steps
     if isinstance(again.output, Verdict):
         return AuditorAnswer(again.output, usage, steps, 2)
@@ -142,11 +148,11 @@ def ask_auditor(spec: Spec, project: Project, provider: Provider, static: Static
 
 
 def _run(agent: AgentDefinition, task: str, spec: Spec, project: Project, provider: Provider,
-         limits: Limits, cancel: threading.Event) -> AgentOutcome:
+         limits: Limits, cancel: threading.Event, sandbox: Sandbox) -> AgentOutcome:
     """One fresh auditor conversation, whose result model is the verdict."""
     outcome = run_agent(AgentTask(agent=agent, task=task, worktree=project.root, limits=limits,
                                   group=spec.id, project_root=project.root, output=Verdict),
-                        provider, cancel=cancel)
+                        provider, cancel=cancel, sandbox=sandbox)
     if outcome.stop_reason == "interrupted":
         raise Interrupted(f"the audit of {spec.id} was interrupted",
                           hint="nothing was written; audit again")

@@ -108,6 +108,7 @@ class AuditOptions:
     limits: dict[str, Any] = field(default_factory=dict)  # max_steps, token_budget overrides
     now: Callable[[], datetime] = datetime.now
     cancel: threading.Event = field(default_factory=threading.Event)
+    sandbox: str = "auto"  # the auditor's read-only sandbox: auto | on | off
 
 
 @dataclass
@@ -242,7 +243,8 @@ def audit_spec(path: Path | str, project: Project, access: ModelAccess,
     result.estimate = estimate
     try:
         answer = ask_auditor(spec, project, access.provider(), static, estimate,
-                             limits=options.limits, cancel=options.cancel)
+                             limits=options.limits, cancel=options.cancel,
+                             sandbox=options.sandbox)
     except AuditorFailed as exc:
         result.status, result.error, result.hint = ERROR, exc.message, exc.hint
         return result

@@ -51,14 +51,18 @@ def audit(
                                             help="Auditor tokens per run (default 200,000)."),
     junit: Path | None = typer.Option(None, "--junit",
                                       help="Write a JUnit XML report (one test case per spec)."),
+    sandbox: str | None = typer.Option(
+        None, "--sandbox", metavar="auto|on|off",
+        help="Run the auditor's commands in a read-only bubblewrap sandbox: auto, on or off "
+             "(config: sandbox.mode; default auto)."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Audit a spec (or every spec in .specflow/specs/) with the auditor agent.
 
     Static checks run first; a spec with critical findings stops there. The verdict is
     APPROVED (exit 0), NEEDS_REVISION or NEEDS_DECOMPOSITION (exit 1); an invalid spec exits 2
-    and no configured model 3. The `### Audit vN` entry and the frontmatter status are written
-    into the spec unless --dry-run.
+    and no configured model (or --sandbox on without bubblewrap) 3. The `### Audit vN` entry
+    and the frontmatter status are written into the spec unless --dry-run.
     """
     from agentrun.project import find_project
 
@@ -75,7 +79,8 @@ def audit(
         raise typer.Exit(_static_all(project.spec_paths(), out, report))
     opts = {"write": write, "dry_run": dry_run, "group_context_max": group_context_max,
             "total_context_max": total_context_max, "provider": provider, "model": model,
-            "script": script, "max_steps": max_steps, "token_budget": token_budget}
+            "script": script, "max_steps": max_steps, "token_budget": token_budget,
+            "sandbox": sandbox}
     if spec is not None:
         raise typer.Exit(_model_one(spec, out, opts, report))
     project = find_project()
@@ -107,17 +112,22 @@ def _require_specs_dir(project: Project) -> None:
 
 # -- the model-based audit ------------------------------------------------------------------
 
-def _options(project: Project, opts: dict[str, Any]) -> AuditOptions:
+def _options(project: Project, opts: dict[str, Any]) -> tuple[AuditOptions, str]:
+    """The audit's options, and its sandbox in words ("on (bubblewrap)", "off (why)")."""
     from agentrun.audit.estimates import thresholds_from
     from agentrun.audit.runner import AuditOptions
+    from agentrun.sandbox.choice import resolve
 
     limits = {"max_steps": opts["max_steps"] or project.config.audit.max_steps,
               "token_budget": opts["token_budget"] or project.config.audit.token_budget}
+    settings, choice = resolve(opts["sandbox"], False, project.config.sandbox)
     return AuditOptions(write_groups=opts["write"], dry_run=opts["dry_run"],
+                        sandbox=settings.mode,
                         thresholds=thresholds_from(project.config.model_dump(exclude_none=True),
                                                    opts["group_context_max"],
                                                    opts["total_context_max"]),
-                        limits={k: v for k, v in limits.items() if v is not None})
+                        limits={k: v for k, v in limits.items() if v is not None}), \
+        choice.describe()
 
 
 def model_access(project: Project, opts: dict[str, Any]) -> ModelAccess:
@@ -148,12 +158,13 @@ def _model_one(spec_arg: str, out, opts: dict[str, Any], report) -> int:
     from agentrun.project import project_for_spec
 
     project, path = project_for_spec(spec_arg)
-    options = _options(project, opts)
-    out.progress(f"auditing {relpath(path)}")
+    options, sandbox = _options(project, opts)
+    out.progress(f"auditing {relpath(path)} (sandbox {sandbox})")
     result = audit_spec(path, project, model_access(project, opts), options)
     report([result])
     if out.mode == "json":
-        out.json({"ok": result.ok, "dry_run": options.dry_run, **result.to_dict()})
+        out.json({"ok": result.ok, "dry_run": options.dry_run, **result.to_dict(),
+                  "sandbox": sandbox})
     else:
         print_result(result, out, options.dry_run)
     if result.error:
@@ -165,9 +176,10 @@ def _model_all(project: Project, out, opts: dict[str, Any], max_parallel: int,
                report) -> int:
     from agentrun.audit.runner import audit_specs
 
-    options = _options(project, opts)
+    options, sandbox = _options(project, opts)
     paths = project.spec_paths()
-    out.progress(f"auditing {len(paths)} spec(s), up to {max_parallel} at once")
+    out.progress(f"auditing {len(paths)} spec(s), up to {max_parallel} at once (sandbox "
+                 f"{sandbox})")
 
     def done(result: SpecAudit) -> None:
         note = f" ({result.error})" if result.error else ""
@@ -180,7 +192,8 @@ def _model_all(project: Project, out, opts: dict[str, Any], max_parallel: int,
     summary = summarise(results)
     if out.mode == "json":
         out.json({"ok": code == EXIT_OK, "dry_run": options.dry_run,
-                  "specs": [r.to_dict() for r in results], "summary": summary})
+                  "specs": [r.to_dict() for r in results], "summary": summary,
+                  "sandbox": sandbox})
         return code
     print_table(results, out.stdout)
     out.stdout.print(f"{summary['total']} spec(s): {summary['approved']} approved, "

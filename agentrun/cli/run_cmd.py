@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from agentrun.config import ProjectConfig
 
 
+SANDBOX_HELP = ("Confine model-issued commands with bubblewrap: auto (where it works), on "
+                "(refuse to start without it) or off (config: sandbox.mode; default auto).")
+NETWORK_HELP = "Let sandboxed commands reach the network (config: sandbox.network)."
+
+
 class NotAudited(AgentrunError):
     exit_code = EXIT_FAILED
 
@@ -57,6 +62,9 @@ def run(
                                     help="Run workers in this process, one at a time."),
     interactive: bool = typer.Option(False, "--interactive",
                                      help="Let agents ask before risky steps (TTY only)."),
+    sandbox: str | None = typer.Option(None, "--sandbox", metavar="auto|on|off",
+                                       help=SANDBOX_HELP),
+    allow_network: bool = typer.Option(False, "--allow-network", help=NETWORK_HELP),
     junit: Path | None = typer.Option(None, "--junit", metavar="FILE", help=JUNIT_HELP),
     events: str | None = typer.Option(None, "--events", metavar="FILE|-", help=EVENTS_HELP),
     json_out: bool = JSON_OPT,
@@ -69,7 +77,8 @@ def run(
         resume=resume, provider=provider, model=model, script=script, record=record,
         max_steps=max_steps, token_budget=token_budget, worker_timeout=worker_timeout,
         max_retries=max_retries, validation_command=validation_command,
-        sequential=sequential, interactive=interactive, junit=junit, events=events)
+        sequential=sequential, interactive=interactive, sandbox=sandbox,
+        allow_network=allow_network, junit=junit, events=events)
     raise typer.Exit(code)
 
 
@@ -79,7 +88,8 @@ RUN_DEFAULTS: dict[str, Any] = {
     "allow_dirty": False, "require_audit": False, "resume": False, "provider": None,
     "model": None, "script": None, "record": None, "max_steps": None, "token_budget": None,
     "worker_timeout": None, "max_retries": None, "validation_command": None,
-    "sequential": False, "interactive": False, "junit": None, "events": None,
+    "sequential": False, "interactive": False, "sandbox": None, "allow_network": False,
+    "junit": None, "events": None,
 }
 
 
@@ -96,6 +106,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     from agentrun.plan import build_plan
     from agentrun.run.options import RunOptions
     from agentrun.run.orchestrator import Orchestrator
+    from agentrun.sandbox.choice import resolve as resolve_sandbox
 
     if opts["mode"] not in (None, "single", "orchestrated"):
         raise BadInput(f"invalid --mode {opts['mode']!r}", hint="use single or orchestrated")
@@ -112,6 +123,10 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
             raise NotAudited(note, hint=f"run `agentrun audit {spec.path}` first, or drop "
                                         "--require-audit")
         warnings.append(note + "; run `agentrun audit` first")
+    sandbox, sandbox_choice = resolve_sandbox(opts["sandbox"], opts["allow_network"],
+                                              config.sandbox)
+    if sandbox_choice.fell_back:
+        warnings.append(f"commands run unconfined: sandbox {sandbox_choice.describe()}")
     cfg = _provider_config(project, plan, opts)
     if not opts["dry_run"] and not opts["sequential"]:
         from agentrun.run import pool
@@ -126,12 +141,16 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     plan_summary(spec, plan, summary_console)
     summary_console.print(f"Model: {cfg.provider}/{cfg.model} ({cfg.source}) · token budget "
                           f"{limits.token_budget:,}/worker · timeout {limits.timeout_s:g}s/worker")
+    summary_console.print(f"Sandbox: {sandbox_choice.describe()}"
+                          + (" · network allowed" if sandbox.network and sandbox_choice.confined
+                             else ""), markup=False)
     for w in warnings:
         out.warn(w)
     if opts["dry_run"]:
         if out.mode == "json":
             out.json({"ok": True, "dry_run": True, "plan": plan.to_dict(),
-                      "provider": cfg.provider, "model": cfg.model})
+                      "provider": cfg.provider, "model": cfg.model,
+                      "sandbox": sandbox_choice.describe()})
         return EXIT_OK
     tty = sys.stdin.isatty() and not os.environ.get("CI")
     if tty and not opts["yes"] and not typer.confirm("Proceed?", default=True, err=True):
@@ -149,7 +168,8 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         on_failure=on_failure, allow_dirty=opts["allow_dirty"], resume=opts["resume"],
         validation_command=opts["validation_command"] or config.validation_command,
         interactive=opts["interactive"] and tty, use_processes=not opts["sequential"],
-        pricing=config.price_overrides(), ask_continue=ask, warnings=warnings)
+        pricing=config.price_overrides(), ask_continue=ask, warnings=warnings,
+        sandbox=sandbox, sandbox_description=sandbox_choice.describe())
     with progress_for(out) as progress, \
             event_stream(opts["events"], progress, out) as on_event:
         orchestrator = Orchestrator(project, spec, plan, options, on_event=on_event)
@@ -159,7 +179,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
             from agentrun.run import pool
 
             pool.shut_down()
-    report_run(out, state, orchestrator)
+    report_run(out, state, orchestrator, sandbox_choice.describe())
     publish_reports(out, state, spec, opts["junit"])
     if state.status == "interrupted":
         return EXIT_INTERRUPTED
@@ -195,7 +215,7 @@ def _provider_config(project, plan, opts):
                                    script=opts["script"])
 
 
-def report_run(out, state, orchestrator) -> None:
+def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
     """The final report: JSON document, or a table and where everything is."""
     from rich.markup import escape
     from rich.table import Table
@@ -203,7 +223,8 @@ def report_run(out, state, orchestrator) -> None:
     from agentrun.report.summary import STATUS_MARK, format_cost
 
     doc = {"ok": state.status == "complete", **state.to_dict(),
-           "run_dir": str(orchestrator.run_dir), "state_file": str(orchestrator.state_file)}
+           "run_dir": str(orchestrator.run_dir), "state_file": str(orchestrator.state_file),
+           **({"sandbox": sandbox} if sandbox else {})}
     if out.mode == "json":
         out.json(doc)
         return

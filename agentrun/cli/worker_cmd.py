@@ -14,6 +14,7 @@ from typing import Any
 import typer
 
 from agentrun.cli.common import JSON_OPT, output
+from agentrun.cli.run_cmd import NETWORK_HELP, SANDBOX_HELP
 from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, CannotStart
 from agentrun.fsutil import relpath
 
@@ -44,6 +45,9 @@ def worker(
     max_retries: int | None = typer.Option(None, "--max-retries", min=0),
     validation_command: str | None = typer.Option(
         None, "--validate", help="Command that must pass before work counts as done."),
+    sandbox: str | None = typer.Option(None, "--sandbox", metavar="auto|on|off",
+                                       help=SANDBOX_HELP),
+    allow_network: bool = typer.Option(False, "--allow-network", help=NETWORK_HELP),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Execute one worker batch and write its result JSON.
@@ -62,7 +66,7 @@ def worker(
 
     Exit codes: 0 complete · 1 failed, partial or blocked · 2 bad input (unknown groups, bad
     --base) · 3 could not start (dirty checkout, previous wave not aggregated, branch
-    exists, no model) · 130 interrupted.
+    exists, no model, --sandbox on without bubblewrap) · 130 interrupted.
     """
     import signal
     import threading
@@ -77,7 +81,7 @@ def worker(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: cancel.set())
     if assignment is not None:
-        raise typer.Exit(_local(assignment, out, cancel))
+        raise typer.Exit(_local(assignment, out, cancel, sandbox, allow_network))
     missing = [n for n, v in (("--spec", spec), ("--groups", groups), ("--out", out_path))
                if v is None]
     if missing:
@@ -89,18 +93,23 @@ def worker(
     opts = {"mode": mode, "max_workers": max_workers, "provider": provider, "model": model,
             "script": script, "max_steps": max_steps, "token_budget": token_budget,
             "worker_timeout": worker_timeout, "max_retries": max_retries,
-            "validation_command": validation_command}
+            "validation_command": validation_command, "sandbox": sandbox,
+            "allow_network": allow_network}
     raise typer.Exit(_ci(spec, groups, base, out_path, opts, out, cancel))  # type: ignore[arg-type]
 
 
 
-def _local(assignment: Path, out, cancel) -> int:
+def _local(assignment: Path, out, cancel, sandbox: str | None, allow_network: bool) -> int:
     from agentrun.protocol import Assignment
+    from agentrun.sandbox.choice import resolve
     from agentrun.worker import run_assignment
 
     parsed = Assignment.read(assignment)
+    # the flags win over what the assignment says; `on` without bubblewrap stops here (exit 3)
+    settings, choice = resolve(sandbox, allow_network, _as_config(parsed.sandbox))
+    parsed = parsed.model_copy(update={"sandbox": settings})
     result = run_assignment(parsed, cancel)
-    _print(out, result.model_dump(), parsed.result_path)
+    _print(out, {**result.model_dump(), "sandbox": choice.describe()}, parsed.result_path)
     return _code(result.status, result.stop_reason)
 
 
@@ -118,9 +127,12 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: 
         previous_waves_problem,
         read_state_at,
     )
+    from agentrun.sandbox.choice import resolve
 
     project, spec = load(spec_arg)
     plan = build_plan(spec, mode=opts["mode"], max_workers=opts["max_workers"])
+    sandbox, choice = resolve(opts["sandbox"], opts["allow_network"], project.config.sandbox)
+    opts = {**opts, "sandbox_settings": sandbox}
     match = find_batch(plan, groups)
     if match is None:
         raise BadInput(f"{groups} is not a worker batch of {spec.id}'s plan "
@@ -163,7 +175,7 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: 
     branch = ci_branch(spec.id, batch.id)
     _switch(root, branch, base)
     extras: dict[str, Any] = {"spec": spec.id, "wave": wave.number, "base_commit": base,
-                              "provider": None, "model": None}
+                              "provider": None, "model": None, "sandbox": choice.describe()}
     if blocked:
         result = WorkerResult(group=ids[0], groups=ids, status="blocked", error=blocked,
                               batch=batch.id, branch=branch, worktree=str(root))
@@ -191,7 +203,7 @@ def _run(project, spec, plan, batch_id, ids, root, branch, base, spec_rel, run_i
     options = RunOptions(provider=settings, limits=limits,
                          validation_command=opts["validation_command"]
                          or config.validation_command,
-                         pricing=config.price_overrides())
+                         pricing=config.price_overrides(), sandbox=opts["sandbox_settings"])
     extras.update(provider=cfg.provider, model=cfg.model)
     git_dir = Path(workspace.git("rev-parse", "--absolute-git-dir", cwd=root))
     record_dir = git_dir / "agentrun" / branch.removeprefix("agentrun/")
@@ -203,6 +215,14 @@ def _run(project, spec, plan, batch_id, ids, root, branch, base, spec_rel, run_i
                                  worktree=root, branch=branch, base=base,
                                  result_path=Path(out_path).absolute(), record_dir=record_dir)
     return run_assignment(assignment, cancel)
+
+
+def _as_config(settings):
+    """An assignment's sandbox settings as the config section `resolve` reads."""
+    from agentrun.config import SandboxConfig
+
+    return SandboxConfig(mode=settings.mode, network=settings.network,
+                         home_allow=list(settings.home_allow))
 
 
 def _switch(root: Path, branch: str, base: str) -> None:

@@ -198,7 +198,8 @@ class ProcessHandle:
             self.commands.discard(pgid)
         elif worker is not None and self.proc.alive() and started_by(pgid, worker):
             self.commands.add(pgid)
-        else:
+        elif os.path.exists(f"/proc/{pgid}"):  # a live process that is not ours; a command
+            # that already ended (read after the fact) needs no kill and no warning
             self.emit({"type": "warning", "batch": self.batch,
                        "message": f"ignored process group {pgid} named in the progress file: "
                                   "not a command of this worker"})

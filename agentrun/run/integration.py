@@ -21,22 +21,27 @@ from typing import Generic, TypeVar
 from agentrun import workspace
 from agentrun.errors import AgentrunError
 from agentrun.plan import Batch
-from agentrun.protocol import Status, StopReason
+from agentrun.protocol import SandboxSettings, Status, StopReason
 from agentrun.report.execution_state import IntegrationCheck, RunState
 from agentrun.run.record import Recorder
 from agentrun.sandbox.base import Sandbox
-from agentrun.sandbox.local import LocalSandbox
+from agentrun.sandbox.choice import make_sandbox
 from agentrun.tools.base import CommandPolicy
 from agentrun.validation import Validation, run_validation, tail
 
 T = TypeVar("T")
-SandboxFactory = Callable[[], Sandbox]
+SandboxFactory = Callable[[Path], Sandbox]  # the sandbox for commands in a worktree
 CANCEL_POLL_S = 0.2
 
 
-def make_sandbox(factory: SandboxFactory | None) -> Sandbox:
-    """The sandbox integration commands run in: the run's own, or a local one."""
-    return factory() if factory is not None else LocalSandbox()
+def sandbox_factory(settings: SandboxSettings) -> SandboxFactory:
+    """Integration checks run as confined as the run's workers: the same settings, a jail
+    around each check's worktree."""
+    def make(worktree: Path) -> Sandbox:
+        return make_sandbox(settings.mode, worktree, network=settings.network,
+                            home_allow=tuple(settings.home_allow))[0]
+
+    return make
 
 
 @dataclass
@@ -81,7 +86,7 @@ class IntegrationChecker:
     """Runs the validation command on merged results in throwaway worktrees."""
 
     def __init__(self, root: Path, work_dir: Path, branch_for: Callable[[str], str],
-                 command: str, timeout_s: float, sandbox: Sandbox,
+                 command: str, timeout_s: float, sandbox: SandboxFactory,
                  cancel: threading.Event) -> None:
         self.root = root
         self.work_dir = work_dir
@@ -132,8 +137,9 @@ class IntegrationChecker:
             for m in merges:
                 if not workspace.merge_branch(wt.path, m.ref, f"Check {m.batch}").ok:
                     return None
-            with _killed_on(self.cancel, self.sandbox):
-                return run_validation(self.sandbox, wt.path, CommandPolicy(), self.command,
+            sandbox = self.sandbox(wt.path)
+            with _killed_on(self.cancel, sandbox):
+                return run_validation(sandbox, wt.path, CommandPolicy(), self.command,
                                       self.timeout_s)
         finally:
             with contextlib.suppress(workspace.GitError):

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrun.agent.terminator import Limits
-from agentrun.protocol import ProviderSettings, WorkerLimits
-from agentrun.sandbox.base import Sandbox
+from agentrun.protocol import ProviderSettings, SandboxSettings, WorkerLimits
 
 
 @dataclass
@@ -21,9 +20,10 @@ class RunOptions:
     resume: bool = False
     validation_command: str | None = None
     validation_timeout_s: float = Limits.validation_timeout_s  # also the integration check's
-    sandbox: Callable[[], Sandbox] | None = None  # runs integration checks (default: local)
     interactive: bool = False
     use_processes: bool = True
     pricing: dict[str, Any] = field(default_factory=dict)
     ask_continue: Callable[[list[str]], bool] | None = None  # TTY prompt after a failed wave
     warnings: list[str] = field(default_factory=list)  # recorded in STATE.md's Warnings
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)  # workers and checks
+    sandbox_description: str = ""  # "on (bubblewrap)", "off (why)": for the run record

@@ -36,7 +36,7 @@ from agentrun.run.backends import (
     assignment_file,
 )
 from agentrun.run.execute import execute
-from agentrun.run.integration import Integration, IntegrationChecker, make_sandbox
+from agentrun.run.integration import Integration, IntegrationChecker, sandbox_factory
 from agentrun.run.land import Lander, WaveLanding
 from agentrun.run.options import RunOptions
 from agentrun.run.record import EventSink, Recorder, new_run_id, now_text
@@ -87,7 +87,8 @@ class Orchestrator:
             self.begin(self.initial_state())
             self.record.emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
                               "mode": self.plan.mode, "waves": len(self.plan.waves),
-                              "run_dir": str(self.run_dir)})
+                              "run_dir": str(self.run_dir),
+                              "sandbox": self.options.sandbox_description})
             self.record.save(progress=scheduler.wave_progress(1, len(self.plan.waves)),
                              status="running")
             aborted = False
@@ -127,7 +128,7 @@ class Orchestrator:
         return IntegrationChecker(
             self.root, self.run_dir / "integration",
             lambda name: batch_branch(self.spec.id, self.run_id, name), command,
-            self.options.validation_timeout_s, make_sandbox(self.options.sandbox), self.cancel)
+            self.options.validation_timeout_s, sandbox_factory(self.options.sandbox), self.cancel)
 
     def initial_state(self) -> RunState:
         state = RunState(

@@ -50,7 +50,7 @@ def unavailable_reason() -> str | None:
         return "bubblewrap sandboxing needs Linux"
     exe = bwrap_executable()
     if exe is None:
-        return "bwrap not found"
+        return "bwrap not found: apt-get install bubblewrap"
     try:
         proc = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                                "--unshare-all", "--die-with-parent", "/bin/true"],
@@ -63,8 +63,11 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def confine(argv: Sequence[str], jail: Jail, exe: str = "bwrap") -> list[str]:
-    """`argv` wrapped so that it runs inside `jail` (mounts are applied in order)."""
+def confine(argv: Sequence[str], jail: Jail, exe: str = "bwrap",
+            cwd: Path | None = None) -> list[str]:
+    """`argv` wrapped so that it runs inside `jail` (mounts are applied in order), in `cwd`
+    (default: the worktree). `argv` comes last, after `--`, so `confine([], ...)` is a prefix
+    for any command."""
     home = (jail.home or Path.home()).resolve()
     worktree = jail.worktree.resolve()
     args = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -86,7 +89,8 @@ def confine(argv: Sequence[str], jail: Jail, exe: str = "bwrap") -> list[str]:
     if jail.network:
         args += ["--share-net"]
     args += ["--die-with-parent", "--new-session", "--setenv", "HOME", str(home),
-             "--setenv", "TMPDIR", "/tmp", "--chdir", str(worktree), "--", *argv]
+             "--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd.resolve() if cwd else worktree),
+             "--", *argv]
     return args
 
 
