@@ -15,6 +15,7 @@ from typing import Any
 from agentrun.providers.base import Message, Request, ToolCall, Turn, Usage
 from agentrun.providers.errors import MalformedResponse, NotConfigured
 from agentrun.providers.sdk_errors import ErrorContext, classify
+from agentrun.providers.tokens import estimate_request, estimate_tokens
 from agentrun.providers.urls import public_url, sdk_endpoint, url_secrets
 
 KEY_VAR = "OPENAI_API_KEY"
@@ -190,8 +191,6 @@ def _usage(usage: Any, model: str, text: str, calls: list[ToolCall],
 
 def _estimated_usage(model: str, text: str, calls: list[ToolCall],
                      request: Request | None) -> Usage:
-    from agentrun.providers.tokens import estimate_request, estimate_tokens
-
     out = text + "".join(c.name + json.dumps(c.arguments) for c in calls)
     prompt = estimate_request(request, model).tokens if request is not None else 0
     return Usage(input_tokens=prompt, output_tokens=estimate_tokens(out, model).tokens)

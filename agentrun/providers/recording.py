@@ -28,6 +28,7 @@ from agentrun.fsutil import atomic_write_text
 from agentrun.providers.base import Provider, Request, Turn
 from agentrun.providers.errors import ProviderError
 from agentrun.providers.scripted import FAULT_ERRORS
+from agentrun.yamlload import safe_load
 
 
 class RecordingProvider:
@@ -129,8 +130,6 @@ def _load(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     import yaml
-
-    from agentrun.yamlload import safe_load
 
     try:
         if path.suffix.lower() == ".json":

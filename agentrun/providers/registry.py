@@ -29,6 +29,7 @@ from agentrun.project import user_settings
 from agentrun.providers.base import Provider
 from agentrun.providers.catalog import CATALOG, ProviderConfig, provider_names, provider_spec
 from agentrun.providers.errors import NotConfigured
+from agentrun.providers.recording import RecordingProvider
 from agentrun.providers.urls import public_url
 
 DEFAULT_MODELS = {spec.name: spec.default_model for spec in CATALOG.values()}
@@ -165,8 +166,6 @@ def create_provider(cfg: ProviderConfig, *, script: Path | str | None = None,
         cfg = dataclasses.replace(cfg, base_url=real)
     provider: Provider = provider_spec(cfg.provider).factory(cfg, env, script)
     if record is not None:
-        from agentrun.providers.recording import RecordingProvider
-
         provider = RecordingProvider(provider, record)
     return provider
 

@@ -34,6 +34,7 @@ from agentrun.providers.errors import (
     RateLimited,
     ServerError,
 )
+from agentrun.yamlload import safe_load
 
 EXHAUSTED_TEXT = "(script exhausted)"
 
@@ -280,8 +281,6 @@ def _parse_text(raw: str, path: Path) -> Any:
             raise BadInput(f"invalid script {path}: not valid JSON ({exc})",
                            "Fix the JSON syntax at the position shown.") from None
     import yaml
-
-    from agentrun.yamlload import safe_load
 
     try:
         return safe_load(raw)

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from agentrun.fsutil import atomic_write_text
 from agentrun.report.execution_state import RunState
 
 FAILURE_STATUSES = ("failed", "partial", "interrupted")
@@ -135,6 +136,4 @@ def _finding_line(f: dict[str, Any]) -> str:
 
 
 def write_junit(path: Path, xml_text: str) -> None:
-    from agentrun.fsutil import atomic_write_text
-
     atomic_write_text(Path(path), xml_text)

@@ -24,6 +24,7 @@ from agentrun.run import pool
 from agentrun.run.assignment import ci_branch, ref_safe
 from agentrun.run.record import EventSink
 from agentrun.run.verify import Delivery
+from agentrun.worker import run_assignment
 
 STOP_GRACE_S = 5.0  # after SIGTERM, how long a worker may take to save its result
 _MAX_ANCESTRY = 64  # how far up the parent chain a command's process may be from its worker
@@ -111,8 +112,6 @@ class InProcessBackend:
         return self.run(self.prepare(batch, base))
 
     def run(self, assignment: Assignment) -> WorkerHandle:
-        from agentrun.worker import run_assignment
-
         result = run_assignment(assignment, self.cancel)
         return FinishedHandle(assignment.batch, delivery(assignment, result))
 

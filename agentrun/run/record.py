@@ -19,7 +19,10 @@ from agentrun import workspace
 from agentrun.fsutil import atomic_write_json, atomic_write_text, relpath
 from agentrun.project import Project
 from agentrun.report.execution_state import RunState, save_state
+from agentrun.report.state_md import StateUpdate, update_state_file
+from agentrun.report.summary import render_summary
 from agentrun.spec.model import Spec
+from agentrun.spec.writeback import set_frontmatter_value, upsert_section
 
 Event = dict[str, Any]
 EventSink = Callable[[Event], None]
@@ -82,8 +85,6 @@ class Recorder:
             self.update_state_md(status=status, progress=progress, when=now_text())
 
     def update_state_md(self, **values: Any) -> None:
-        from agentrun.report.state_md import StateUpdate, update_state_file
-
         update_state_file(self.project.state_md, StateUpdate(
             spec_id=self.spec.id, run_id=self.run_id, mode=self.mode, **values))
 
@@ -93,9 +94,6 @@ class Recorder:
 
     def write_summary(self, when: str, status: str | None = None) -> None:
         """Write the spec's `## Execution Summary` (and `status`), every other byte unchanged."""
-        from agentrun.report.summary import render_summary
-        from agentrun.spec.writeback import set_frontmatter_value, upsert_section
-
         assert self.state is not None
         text = self.spec.path.read_text(encoding="utf-8")
         body = render_summary(self.state, [c.text for c in self.spec.acceptance_criteria], when)
