@@ -148,3 +148,15 @@ def test_a_symlink_pointing_out_leads_nowhere_writable(setup, tmp_path):
     (worktree / "link.txt").symlink_to(target)
     jailed("echo changed > link.txt", jail)
     assert target.read_text() == "original\n"
+
+
+def test_a_virtualenv_under_tmp_stays_usable(setup, tmp_path):
+    """/tmp is private inside the jail, but a tool installed there (a CI job's virtualenv)
+    still runs, read-only."""
+    _repo, _worktree, _home, jail = setup
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    with_venv = Jail(**{**jail.__dict__, "path_env": f"{venv / 'bin'}:/usr/bin:/bin"})
+    proc = jailed(f"{venv}/bin/python -c 'print(6 * 7)'; touch {venv}/planted", with_venv)
+    assert proc.stdout == "42\n", proc.stderr
+    assert not (venv / "planted").exists()

@@ -23,6 +23,7 @@ from pathlib import Path
 INSTALL_HINT = "install bubblewrap: apt-get install bubblewrap (or dnf install bubblewrap)"
 # home folders that mix tools with secrets: only the tool parts of them are exposed
 _MIXED_HOME_DIRS = {".local": ("bin", "lib", "share/uv", "pipx")}
+_PRIVATE_DIRS = ("/tmp", "/var/tmp")  # a fresh tmpfs each inside the jail
 _NEVER_EXPOSED = {".ssh", ".aws", ".gnupg", ".config", ".netrc", ".docker", ".kube", ".azure"}
 
 
@@ -72,6 +73,8 @@ def confine(argv: Sequence[str], jail: Jail, exe: str = "bwrap",
     worktree = jail.worktree.resolve()
     args = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    for path in _tmp_exposed(jail):  # a virtualenv or tool under /tmp stays usable
+        args += ["--ro-bind-try", str(path), str(path)]
     if _can_hide(home, worktree):
         args += ["--tmpfs", str(home)]
         for path in _home_exposed(home, jail):
@@ -103,16 +106,36 @@ def _home_exposed(home: Path, jail: Jail) -> list[Path]:
     """Home paths a command needs to run its tools: the tool directories on PATH and the
     running Python's installation, plus what the user allowed — never a secrets folder."""
     found: list[Path] = []
-    path_env = jail.path_env if jail.path_env is not None else os.environ.get("PATH", "")
-    candidates: list[Path] = [Path(p) for p in path_env.split(os.pathsep) if p]
-    candidates += [Path(os.path.realpath(p)) for p in _python_prefixes()]
-    for cand in candidates:
+    for cand in _tool_candidates(jail):
         found += _tool_root(home, cand)
     found += [p if p.is_absolute() else home / p for p in jail.home_allow]
     out: list[Path] = []
     for path in found:
         if path not in out and path.is_relative_to(home) and path != home:
             out.append(path)
+    return out
+
+
+def _tool_candidates(jail: Jail) -> list[Path]:
+    """The directories a command's tools come from: PATH and the running Python."""
+    path_env = jail.path_env if jail.path_env is not None else os.environ.get("PATH", "")
+    found = [Path(p) for p in path_env.split(os.pathsep) if p]
+    for prefix in _python_prefixes():
+        found += [Path(prefix), Path(os.path.realpath(prefix))]
+    return found
+
+
+def _tmp_exposed(jail: Jail) -> list[Path]:
+    """Tool directories under the private /tmp and /var/tmp, read-only: a `bin/` directory
+    brings its installation (a virtualenv's `lib/` beside it)."""
+    out: list[Path] = []
+    for cand in _tool_candidates(jail):
+        if not cand.is_absolute() or not any(cand.is_relative_to(t) and cand != Path(t)
+                                             for t in _PRIVATE_DIRS):
+            continue
+        root = cand.parent if cand.name == "bin" else cand
+        if root not in out and root not in (Path(t) for t in _PRIVATE_DIRS):
+            out.append(root)
     return out
 
 
