@@ -25,6 +25,7 @@ from agentrun.agent.transcript import Redactor, Transcript
 from agentrun.errors import AgentrunError
 from agentrun.executors.base import AgentTask, Attempt, AttemptOutcome, Budget, Executor
 from agentrun.executors.builtin import BuiltinExecutor
+from agentrun.protocol import Status, StopReason
 from agentrun.providers.base import Provider, Usage
 from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.local import LocalSandbox
@@ -157,19 +158,19 @@ class _Run:
             before_write=before_write))
         snapshot: Snapshot | None = snap.get("snapshot")
         validation = None
-        if result.stop_reason == "completed" and result.status == "complete" \
+        if result.stop_reason == StopReason.COMPLETED and result.status == Status.COMPLETE \
                 and self.task.validation_command:
             validation = self.validate(self.task.validation_command, result, number)
-        if result.stop_reason != "completed" and result.status == "failed" \
+        if result.stop_reason != StopReason.COMPLETED and result.status == Status.FAILED \
                 and self.changed(result, snapshot):
-            result.status = "partial"  # fail gracefully: the work so far is kept and reported
+            result.status = Status.PARTIAL  # fail gracefully: the work so far is kept and reported
         return result, validation, snapshot
 
     def validate(self, command: str, result: AttemptOutcome, number: int) -> Validation | None:
         """Backpressure: a claim of success counts only if the validation command passes."""
         stop = self.budget.stop_requested()
         if stop:
-            result.stop_reason, result.status = stop, "failed"
+            result.stop_reason, result.status = stop, Status.FAILED
             result.error = f"{stop} before the validation command could run"
             return None
         timeout = max(1.0, min(self.task.limits.validation_timeout_s, self.budget.time_left()))
@@ -177,7 +178,7 @@ class _Run:
         self.record("validation", attempt=number, command=command, ok=check.ok,
                     condition=check.condition, output=tail(check.output))
         if not check.ok:
-            result.status = "failed"
+            result.status = Status.FAILED
             result.error = check.error
         return check
 
@@ -228,7 +229,7 @@ def _outcome(results: list[AttemptOutcome], redactor: Redactor) -> AgentOutcome:
     from the model or from command output are redacted: they end up in result files."""
     last = results[-1]
     error = last.error
-    if error and last.status != "complete" and len(results) > 1:
+    if error and last.status != Status.COMPLETE and len(results) > 1:
         error = f"failed after {len(results)} attempts; last error: {error}"
     usage = Usage()
     for result in results:

@@ -33,6 +33,7 @@ from agentrun.agent.runtime import Runtime
 from agentrun.agent.subagent import ALWAYS_TOOLS, LoopHooks
 from agentrun.agent.transcript import truncate
 from agentrun.errors import Interrupted
+from agentrun.protocol import Status, StopReason
 from agentrun.providers.base import Message, Request, ToolCall, Turn
 from agentrun.providers.errors import ProviderError
 from agentrun.tools.base import INVALID_ARGUMENTS, ToolContext, ToolResult
@@ -312,10 +313,10 @@ class Conversation:
         self.record("terminator", stop_reason="completed", how="end_turn")
         if self.output is not None:  # the task needs its result model; a reply is not one
             why = f"; the last one was refused: {self.refused}" if self.refused else ""
-            return self._result("completed", "failed", turn.text.strip(),
+            return self._result(StopReason.COMPLETED, Status.FAILED, turn.text.strip(),
                                 error=f"ended without submitting its result (`output`) with "
                                       f"submit_result{why}")
-        return self._result("completed", "complete", turn.text.strip())
+        return self._result(StopReason.COMPLETED, Status.COMPLETE, turn.text.strip())
 
     def submitted(self) -> AttemptResult:
         sub = self.hooks.submission
@@ -335,7 +336,7 @@ class Conversation:
             summary += f" Done: {done}."
         if self.last_thought:
             summary += f" Last note: {truncate(self.last_thought, 300)}"
-        return self._result(reason, "blocked" if escalated else "failed", summary,
+        return self._result(reason, Status.BLOCKED if escalated else Status.FAILED, summary,
                             error=error, escalated=escalated)
 
     def _stop_error(self, reason: str) -> str:

@@ -9,7 +9,7 @@ usage include them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel
 
@@ -18,8 +18,9 @@ from agentrun.agent.prompts import render
 from agentrun.agent.results import AttemptResult, Submission
 from agentrun.agent.runtime import Runtime
 from agentrun.errors import BadInput
+from agentrun.protocol import ResultStatus, Status, StopReason
 
-SUBMIT_STATUSES = ("complete", "partial", "failed", "blocked")
+SUBMIT_STATUSES = tuple(get_args(ResultStatus))
 ALWAYS_TOOLS = ("submit_result", "check_token_budget")  # every agent can finish and budget
 MAX_DEPTH = 1
 
@@ -90,7 +91,7 @@ class LoopHooks:
                        tools=names, max_steps=steps, task=task)
         result = self.run_conversation(definition, text, names, steps, self.depth + 1)
         tokens = self.rt.tracker.used - before
-        success = result.stop_reason == "completed" and result.status == "complete"
+        success = result.stop_reason == StopReason.COMPLETED and result.status == Status.COMPLETE
         error = None if success else (result.error or f"sub-agent ended: {result.stop_reason}, "
                                                       f"status {result.status}")
         report = {"success": success, "summary": result.summary, "steps_used": result.steps,

@@ -28,6 +28,7 @@ from agentrun.errors import EXIT_FAILED, AgentrunError, Interrupted
 from agentrun.executors.base import AgentTask
 from agentrun.plan import Finding
 from agentrun.project import Project
+from agentrun.protocol import StopReason
 from agentrun.providers.base import Provider, Usage
 from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.choice import make_sandbox
@@ -153,7 +154,7 @@ def _run(agent: AgentDefinition, task: str, spec: Spec, project: Project, provid
     outcome = run_agent(AgentTask(agent=agent, task=task, worktree=project.root, limits=limits,
                                   group=spec.id, project_root=project.root, output=Verdict),
                         provider, cancel=cancel, sandbox=sandbox)
-    if outcome.stop_reason == "interrupted":
+    if outcome.stop_reason == StopReason.INTERRUPTED:
         raise Interrupted(f"the audit of {spec.id} was interrupted",
                           hint="nothing was written; audit again")
     if outcome.stop_reason != "completed":

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from agentrun.fsutil import atomic_write_text
+from agentrun.protocol import Status
 from agentrun.report.execution_state import RunState
 
-FAILURE_STATUSES = ("failed", "partial", "interrupted")
-SKIPPED_STATUSES = ("blocked", "pending", "running")
+FAILURE_STATUSES = (Status.FAILED, Status.PARTIAL, Status.INTERRUPTED)
+SKIPPED_STATUSES = (Status.BLOCKED, Status.PENDING, Status.RUNNING)
 # characters XML 1.0 cannot carry at all, even escaped (ANSI escapes in tool output, NUL, ...)
 _INVALID_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -76,7 +77,7 @@ def run_junit(state: RunState) -> str:
             _el(case, "failure", detail, message=_first_line(g.error, f"{g.id} {g.status}"),
                 type=g.status)
         elif g.status in SKIPPED_STATUSES:
-            reason = g.error or ("not run yet" if g.status == "pending" else g.status)
+            reason = g.error or ("not run yet" if g.status == Status.PENDING else g.status)
             _el(case, "skipped", message=_first_line(reason, g.status))
         out = [f"status: {g.status}", f"wave: {g.wave}", f"batch: {g.batch}",
                f"attempts: {g.attempts}", f"steps: {g.steps}",

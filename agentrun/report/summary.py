@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentrun.protocol import Status
 from agentrun.report.escape import inline
 from agentrun.report.execution_state import IntegrationCheck, RunState
 
@@ -65,7 +66,7 @@ def render_summary(state: RunState, criteria: list[str], when: str) -> str:
     lines += ["", "### Deviations", ""]
     deviations = [f"- {g.id}: {inline(d)}" for g in groups for d in g.deviations]
     lines += deviations or ["None"]
-    kept = [g for g in groups if g.worktree and g.status not in ("complete",)]
+    kept = [g for g in groups if g.worktree and g.status != Status.COMPLETE]
     if kept:
         lines += ["", "### Kept Worktrees", ""]
         lines += [f"- {g.id}: {_code(g.worktree)} (branch {_code(g.branch or '')})"
