@@ -105,6 +105,12 @@ class WriteFile(ArgsTool):
     def execute(self, ctx: ToolContext, args: WriteFile.Args) -> ToolResult:
         real = paths.resolve_path(ctx.root, args.path)
         data = args.content.encode("utf-8")
+        limit = ctx.policy.max_write_bytes
+        if len(data) > limit:
+            return ToolResult.error(INVALID_ARGUMENTS, (
+                f"content is {len(data)} bytes, over the write_file limit of {limit} bytes "
+                "(`max_write_bytes` in .specflow/config.yaml): write a smaller file, or generate "
+                "large data with run_command"), limit=limit, bytes=len(data))
         created = fileio.write_atomic(ctx.root, real, data)
         shown = paths.display_path(ctx.root, real)
         verb = "created" if created else "overwrote"
