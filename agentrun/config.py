@@ -36,6 +36,7 @@ DEFAULT_RETRIES = 3  # fresh attempts after a failed one
 DEFAULT_ON_FAILURE = "continue"
 DEFAULT_SDK_MAX_RETRIES = 2  # model SDK retries on 429/5xx
 DEFAULT_REQUEST_TIMEOUT_S = 600.0  # one model request
+DEFAULT_MAX_WRITE_BYTES = 1_000_000  # one write_file call
 
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Settings that would send requests, and keys, where a file in the repository says: any change
@@ -105,6 +106,7 @@ class ProjectConfig(_Section):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
     command_env: list[str] = Field(default_factory=list)  # more variables commands may see
+    max_write_bytes: int = Field(DEFAULT_MAX_WRITE_BYTES, ge=1)  # one write_file call
 
     @field_validator("provider", "model", "script", "validation_command")
     @classmethod

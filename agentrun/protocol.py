@@ -13,7 +13,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agentrun.config import DEFAULT_RETRIES, DEFAULT_TOKEN_BUDGET, DEFAULT_WORKER_TIMEOUT_S
+from agentrun.config import (
+    DEFAULT_MAX_WRITE_BYTES,
+    DEFAULT_RETRIES,
+    DEFAULT_TOKEN_BUDGET,
+    DEFAULT_WORKER_TIMEOUT_S,
+)
 from agentrun.errors import BadInput
 from agentrun.fsutil import atomic_write_text
 from agentrun.providers.urls import public_url
@@ -137,6 +142,7 @@ class Assignment(BaseModel):
     project_root: str | None = None  # where .specflow/ overrides (agents, prompts) live
     overrides_commit: str | None = None  # the user's commit those overrides were read from
     command_env: list[str] = Field(default_factory=list)  # config `command_env`
+    max_write_bytes: int = Field(DEFAULT_MAX_WRITE_BYTES, ge=1)  # config `max_write_bytes`
     worktree: str
     branch: str
     base_commit: str

@@ -106,7 +106,8 @@ def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Pr
                      limits=limits, group=",".join(g.id for g in assignment.groups),
                      validation_command=assignment.validation_command,
                      interactive=assignment.interactive, project_root=root, start=start,
-                     command_policy=CommandPolicy(env_allow=tuple(assignment.command_env)))
+                     command_policy=CommandPolicy(env_allow=tuple(assignment.command_env),
+                                                  max_write_bytes=assignment.max_write_bytes))
     transcript = Transcript(Path(assignment.transcript_path)
                             if assignment.transcript_path else None)
     progress.emit({"type": "start", "groups": [g.id for g in assignment.groups],

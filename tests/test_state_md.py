@@ -93,3 +93,20 @@ def test_rows_follow_the_users_own_table_header():
                                          progress="Complete", warnings=["late"], when="T"))
     assert "| SPEC-2 | single | Complete | T |" in new
     assert "| T | SPEC-2 | late |" in new
+
+
+def test_the_queue_row_of_the_spec_follows_current_position():
+    from pathlib import Path
+
+    example = (Path(__file__).parents[1] / ".specflow-example/.specflow/STATE.md").read_text()
+    new = apply_update(example, StateUpdate("SPEC-002", status="review", when="2026-11-21"))
+    assert "| 1 | SPEC-002 | Readability report | high | review | large | — |" in new
+    assert ("| 2 | SPEC-001 | Add truncate() for previews and table cells | medium | audited "
+            "| small | — |") in new
+    pairs = zip(example.splitlines(), new.splitlines(), strict=True)
+    assert [b for a, b in pairs if a != b] == ["- **Status:** review",
+                                       "| 1 | SPEC-002 | Readability report | high | review "
+                                       "| large | — |"]
+    untouched = apply_update(example, StateUpdate("SPEC-009", status="review"))
+    assert "| 1 | SPEC-002 | Readability report | high | audited |" in untouched
+    assert "SPEC-009 |" not in untouched.split("## Queue")[1].split("## Decisions")[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from agentrun.tools.base import (
     INVALID_ARGUMENTS,
     NOT_FOUND,
     PATH_DENIED,
+    TIMEOUT,
     TOOL_ERROR,
     ToolContext,
 )
@@ -321,3 +323,21 @@ def test_listing_and_search_never_enter_git_in_any_case(root, tools):
                  ("read_file", {"path": "sub/.GIT/config"})):
         result = tools.call(*call)
         assert result.is_error and "inside .git" in result.content, call
+
+
+def test_search_stops_a_runaway_pattern_at_its_deadline(root, tools, monkeypatch):
+    monkeypatch.setattr(files, "SEARCH_TIMEOUT_S", 1.0)
+    (root / "big.txt").write_text(("a" * 40 + "!\n") * 50)
+    started = time.monotonic()
+    result = tools.call("search_files", {"pattern": r"(a+)+$"})
+    assert time.monotonic() - started < 10
+    assert result.error_kind == TIMEOUT and "stopped after 1 s" in result.content
+    assert "simplify the pattern" in result.content
+
+
+def test_search_caps_output_characters(root, tools, monkeypatch):
+    monkeypatch.setattr(files, "SEARCH_MAX_CHARS", 1000)
+    (root / "wide.txt").write_text(("hit " + "x" * 200 + "\n") * 50)
+    result = tools.call("search_files", {"pattern": "hit"})
+    assert result.data["truncated"] and len(result.content) < 1200
+    assert result.data["count"] == 4 and "stopped after 4 matches" in result.content

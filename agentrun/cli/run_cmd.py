@@ -15,6 +15,7 @@ from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, AgentrunErro
 
 if TYPE_CHECKING:
     from agentrun.config import ProjectConfig
+    from agentrun.spec.model import Spec
 
 
 SANDBOX_HELP = ("Confine model-issued commands with bubblewrap: auto (where it works), on "
@@ -40,6 +41,8 @@ def run(
                                      help="Run with uncommitted changes the spec does not touch."),
     require_audit: bool = typer.Option(False, "--require-audit",
                                        help="Exit 1 unless the spec's status is audited."),
+    force: bool = typer.Option(False, "--force",
+                               help="Run a spec even though static checks found it critical."),
     resume: bool = typer.Option(False, "--resume",
                                 help="Continue the last interrupted or failed run of the spec."),
     provider: str | None = typer.Option(None, "--provider",
@@ -74,7 +77,7 @@ def run(
     code = execute(
         spec, out, yes=yes, dry_run=dry_run, mode=mode, max_parallel=max_parallel,
         on_failure=on_failure, allow_dirty=allow_dirty, require_audit=require_audit,
-        resume=resume, provider=provider, model=model, script=script, record=record,
+        force=force, resume=resume, provider=provider, model=model, script=script, record=record,
         max_steps=max_steps, token_budget=token_budget, worker_timeout=worker_timeout,
         max_retries=max_retries, validation_command=validation_command,
         sequential=sequential, interactive=interactive, sandbox=sandbox,
@@ -85,12 +88,25 @@ def run(
 # What `run` does when an option is not given (callers like `demo` pass only what differs).
 RUN_DEFAULTS: dict[str, Any] = {
     "yes": False, "dry_run": False, "mode": None, "max_parallel": None, "on_failure": None,
-    "allow_dirty": False, "require_audit": False, "resume": False, "provider": None,
+    "allow_dirty": False, "require_audit": False, "force": False, "resume": False, "provider": None,
     "model": None, "script": None, "record": None, "max_steps": None, "token_budget": None,
     "worker_timeout": None, "max_retries": None, "validation_command": None,
     "sequential": False, "interactive": False, "sandbox": None, "allow_network": False,
     "junit": None, "events": None,
 }
+
+
+def refuse_critical(spec: Spec) -> None:
+    """A spec the static checks call critical has nothing a worker could do (or verify)."""
+    from agentrun.audit.static import static_audit
+
+    critical = static_audit(spec).critical
+    if critical:
+        lines = "".join(f"\n  - {f.message}" for f in critical)
+        raise BadInput(f"{spec.id} cannot be executed as written ({len(critical)} critical "
+                       f"finding{'s' if len(critical) > 1 else ''}):{lines}",
+                       hint=f"fix {spec.path} (see `agentrun audit --static`), or pass --force "
+                            "to run it anyway")
 
 
 def execute(spec_arg: str | None, out, **given: Any) -> int:
@@ -115,6 +131,8 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
                        hint="use --on-failure continue or --on-failure abort")
     project, spec = load(spec_arg)
     plan = build_plan(spec, mode=opts["mode"])
+    if not opts["force"]:
+        refuse_critical(spec)
     config = project.config
     warnings = []
     if (spec.status or "").lower() != "audited":

@@ -1,7 +1,8 @@
 """STATE.md: the project's position, execution status and warnings.
 
 The orchestrator is the single writer. Only three sections are touched — Current Position,
-Execution Status, Warnings — and every other byte of the file stays as it was.
+Execution Status, Warnings — plus the Status cell of the spec's Queue row, which follows Current
+Position; every other byte of the file stays as it was.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def apply_update(text: str, update: StateUpdate) -> str:
     if update.next_step:
         position["Next Step"] = update.next_step
     lines = _update_position(lines, position, nl)
+    if update.status:
+        lines = _update_queue_status(lines, update.spec_id, update.status)
     if update.progress:
         row = {"spec": update.spec_id, "run": update.run_id or "", "mode": update.mode or "",
                "progress": update.progress, "updated": update.when}
@@ -128,6 +131,34 @@ def _update_position(lines: list[str], values: dict[str, str], nl: str) -> list[
                 out[last] += nl
         out[last + 1:last + 1] = new
     return out
+
+
+def _update_queue_status(lines: list[str], spec_id: str, status: str) -> list[str]:
+    """Set the Status cell of the spec's Queue row, if there is one; a spec not queued gets no
+    row (the Queue is the user's list), and the rest of the row keeps its bytes."""
+    bounds = _section_bounds(lines, "Queue")
+    if bounds is None:
+        return lines
+    table = [i for i in range(bounds[0] + 1, bounds[1]) if lines[i].lstrip().startswith("|")]
+    if len(table) < 3:
+        return lines
+    header = [c.strip().lower() for c in _PIPE.split(lines[table[0]].strip().strip("|"))]
+    id_col = next((n for n, c in enumerate(header) if c in ("id", "spec", "spec id")), None)
+    if id_col is None or "status" not in header:
+        return lines
+    status_col = header.index("status") + 1  # + 1: the segment before the leading pipe
+    out = list(lines)
+    for i in table[2:]:
+        parts = _PIPE.split(out[i])
+        if len(parts) > status_col and parts[id_col + 1].strip() == spec_id:
+            old = parts[status_col]
+            parts[status_col] = old.replace(old.strip(), inline(status, html=False), 1) \
+                if old.strip() else f" {inline(status, html=False)} "
+            out[i] = "|".join(parts)
+    return out
+
+
+_PIPE = re.compile(r"(?<!\\)\|")
 
 
 def _insert_first_section(lines: list[str], title: str, body: list[str], nl: str) -> list[str]:

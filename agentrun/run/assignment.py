@@ -60,6 +60,7 @@ def make_assignment(project: Project, spec: Spec, plan: Plan, options: RunOption
         project_md=project.project_text(),
         project_root=str(overrides_root) if overrides_root else None,
         overrides_commit=overrides_commit, command_env=list(project.config.command_env),
+        max_write_bytes=project.config.max_write_bytes,
         worktree=str(worktree), branch=branch, base_commit=base, agent=agent,
         provider=options.provider, limits=options.limits,
         validation_command=options.validation_command,

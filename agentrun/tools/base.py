@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentrun.config import DEFAULT_MAX_WRITE_BYTES
 from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.local import LocalSandbox
 
@@ -56,7 +57,8 @@ class AgentHooks(Protocol):
 
 @dataclass
 class CommandPolicy:
-    """How `run_command` may run: time limit, output cap, deny list, environment scrubbing."""
+    """How `run_command` may run (time limit, output cap, deny list, environment scrubbing) and
+    how large one `write_file` may be."""
 
     default_timeout_s: float = 120.0
     max_timeout_s: float = 900.0
@@ -64,6 +66,7 @@ class CommandPolicy:
     deny: list[str] = field(default_factory=list)  # extra regexes on top of the built-in list
     secret_suffixes: tuple[str, ...] = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
     env_allow: tuple[str, ...] = ()  # more variables commands see (config `command_env`)
+    max_write_bytes: int = DEFAULT_MAX_WRITE_BYTES  # config `max_write_bytes`
 
 
 @dataclass

@@ -2,23 +2,26 @@
 
 Every path goes through `paths.resolve_path` and every open through `paths.open_beneath`
 (no symlink is followed, even one swapped in after the check; `.git` is never entered).
-Output is capped so one call cannot flood the model's context.
+Output is capped so one call cannot flood the model's context, and a search runs in a child
+process with a deadline so a runaway regular expression cannot hang the worker.
 """
 
 from __future__ import annotations
 
 import difflib
-import functools
-import os
+import json
 import re
-import stat
+import subprocess
+import sys
+from dataclasses import asdict
 
 from pydantic import Field
 
-from agentrun.tools import environment, fileio, paths
+from agentrun.tools import environment, fileio, paths, search
 from agentrun.tools.base import (
     INVALID_ARGUMENTS,
     NOT_FOUND,
+    TIMEOUT,
     TOOL_ERROR,
     ToolContext,
     ToolResult,
@@ -31,7 +34,9 @@ LINE_MAX_CHARS = 2000
 LIST_MAX_ENTRIES = 1000
 SEARCH_MAX_MATCHES = 200
 SEARCH_LINE_CHARS = 300
+SEARCH_MAX_CHARS = 30_000  # all matching lines of one call together
 SEARCH_MAX_FILE_BYTES = 5_000_000
+SEARCH_TIMEOUT_S = 20.0  # wall time of one search_files call (see tools/search.py)
 
 
 # ----------------------------------------------------------------------------------- read_file
@@ -100,6 +105,12 @@ class WriteFile(ArgsTool):
     def execute(self, ctx: ToolContext, args: WriteFile.Args) -> ToolResult:
         real = paths.resolve_path(ctx.root, args.path)
         data = args.content.encode("utf-8")
+        limit = ctx.policy.max_write_bytes
+        if len(data) > limit:
+            return ToolResult.error(INVALID_ARGUMENTS, (
+                f"content is {len(data)} bytes, over the write_file limit of {limit} bytes "
+                "(`max_write_bytes` in .specflow/config.yaml): write a smaller file, or generate "
+                "large data with run_command"), limit=limit, bytes=len(data))
         created = fileio.write_atomic(ctx.root, real, data)
         shown = paths.display_path(ctx.root, real)
         verb = "created" if created else "overwrote"
@@ -241,61 +252,35 @@ class SearchFiles(ArgsTool):
 
     def execute(self, ctx: ToolContext, args: SearchFiles.Args) -> ToolResult:
         try:
-            regex = re.compile(args.pattern)
+            re.compile(args.pattern)
         except re.error as exc:
             return ToolResult.error(INVALID_ARGUMENTS,
                                     f"pattern is not a valid regular expression: {exc}")
         real = paths.resolve_path(ctx.root, args.path or ".", must_exist=True)
-        base = paths.display_path(ctx.root, real)
-        base = "" if base == "." else base
-        matches = fileio.glob_matcher(args.glob)
-        hits: list[str] = []
-        searched = 0
-        truncated = False
-        if real.is_dir() and not real.is_symlink():
-            candidates = ((fd, name, rel) for fd, name, rel in fileio.walk(ctx.root, real)
-                          if matches(fileio.relative_to(rel, base)))
-            for fd, name, rel in candidates:
-                searched += 1
-                opener = functools.partial(os.open, name, fileio.READ_FLAGS | os.O_NOFOLLOW,
-                                           dir_fd=fd)
-                if _search_file(opener, rel, regex, hits):
-                    truncated = True
-                    break
-        else:
-            searched = 1
-            truncated = _search_file(lambda: paths.open_beneath(ctx.root, real, fileio.READ_FLAGS),
-                                     base, regex, hits)
-        if not hits:
-            return ToolResult(f"no matches for {args.pattern!r} in {searched} files searched",
-                              data={"count": 0, "files_searched": searched})
-        body = environment.redact("\n".join(hits), environment.secret_values(ctx.policy))
-        if truncated:
-            body += (f"\n[stopped after {SEARCH_MAX_MATCHES} matches; narrow the pattern, path "
+        request = search.Request(
+            root=str(ctx.root), path=str(real), pattern=args.pattern, glob=args.glob,
+            max_matches=SEARCH_MAX_MATCHES, max_chars=SEARCH_MAX_CHARS,
+            line_chars=SEARCH_LINE_CHARS, max_file_bytes=SEARCH_MAX_FILE_BYTES)
+        try:
+            done = subprocess.run([sys.executable, "-m", search.__name__],
+                                  input=json.dumps(asdict(request)), capture_output=True,
+                                  text=True, timeout=SEARCH_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            return ToolResult.error(TIMEOUT, (
+                f"search_files stopped after {SEARCH_TIMEOUT_S:g} s without finishing: the "
+                f"pattern {args.pattern!r} is too slow on these files (nested repetition such as "
+                "`(a+)+` backtracks without end); simplify the pattern or narrow path or glob"))
+        if done.returncode != 0:
+            reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            return ToolResult.error(TOOL_ERROR, f"search_files failed: {reason}")
+        answer = search.Answer(**json.loads(done.stdout))
+        if not answer.hits:
+            return ToolResult(f"no matches for {args.pattern!r} in {answer.searched} files "
+                              "searched", data={"count": 0, "files_searched": answer.searched})
+        body = environment.redact("\n".join(answer.hits), environment.secret_values(ctx.policy))
+        if answer.truncated:
+            body += (f"\n[stopped after {len(answer.hits)} matches; narrow the pattern, path "
                      "or glob]")
-        return ToolResult(body, data={"count": len(hits), "files_searched": searched,
-                                      "truncated": truncated})
-
-
-def _search_file(opener, rel: str, regex: re.Pattern[str], hits: list[str]) -> bool:
-    """Append matches of one file to `hits`; return True once the match cap is reached.
-    Unreadable, special, huge and binary files are skipped silently."""
-    try:
-        fd = opener()
-    except OSError:
-        return False
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_size > SEARCH_MAX_FILE_BYTES:
-        os.close(fd)
-        return False
-    with os.fdopen(fd, "rb") as fh:
-        data = fh.read()
-    if fileio.looks_binary(data[:fileio.SNIFF_BYTES]):
-        return False
-    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-        if regex.search(line):
-            text = line if len(line) <= SEARCH_LINE_CHARS else line[:SEARCH_LINE_CHARS] + " ..."
-            hits.append(f"{rel}:{number}: {text}")
-            if len(hits) >= SEARCH_MAX_MATCHES:
-                return True
-    return False
+        return ToolResult(body, data={"count": len(answer.hits),
+                                      "files_searched": answer.searched,
+                                      "truncated": answer.truncated})
