@@ -15,6 +15,7 @@ def register(app: typer.Typer) -> None:
         demo_cmd,
         init_cmd,
         plan_cmd,
+        review_cmd,
         run_cmd,
         status_cmd,
         worker_cmd,
@@ -23,6 +24,7 @@ def register(app: typer.Typer) -> None:
     app.command("plan")(plan_cmd.plan)
     app.command("audit")(audit_cmd.audit)
     app.command("run")(run_cmd.run)
+    app.command("review")(review_cmd.review)
     app.command("worker")(worker_cmd.worker)
     app.command("aggregate")(aggregate_cmd.aggregate)
     app.command("status")(status_cmd.status)

@@ -1,0 +1,105 @@
+"""`agentrun review`: an independent reviewer judges the last run of a spec against it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from agentrun.cli.common import JSON_OPT, output, relpath
+from agentrun.errors import EXIT_FAILED, EXIT_OK
+
+REVIEW_SPEC_ARG = typer.Argument(None, metavar="[SPEC]", show_default=False,
+                                 help="Spec file or id (default: the active spec in STATE.md).")
+RESULT_STYLE = {"APPROVED": "green", "CHANGES_REQUESTED": "red"}
+
+
+def review(
+    spec: str | None = REVIEW_SPEC_ARG,
+    provider: str | None = typer.Option(None, "--provider", help="anthropic, openai or scripted."),
+    model: str | None = typer.Option(None, "--model", help="Model name."),
+    script: Path | None = typer.Option(None, "--script",
+                                       help="Script file for the scripted provider."),
+    max_steps: int | None = typer.Option(None, "--max-steps", min=1,
+                                         help="Reviewer model turns (default 30)."),
+    token_budget: int | None = typer.Option(None, "--token-budget", min=1000,
+                                            help="Reviewer tokens (default 200,000)."),
+    sandbox: str | None = typer.Option(
+        None, "--sandbox", metavar="auto|on|off",
+        help="Run the reviewer's commands in a read-only bubblewrap sandbox: auto, on or off "
+             "(config: sandbox.mode; default auto)."),
+    junit: Path | None = typer.Option(None, "--junit", metavar="FILE",
+                                      help="Write a JUnit XML report (one test case per "
+                                           "acceptance criterion)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Review the last run of a spec with the reviewer agent.
+
+    The reviewer judges each acceptance criterion (met, not met, cannot tell, with evidence)
+    and lists findings; the result is APPROVED only when every criterion is met with evidence
+    and nothing critical or major was found. The `### Review vN` entry is appended to the
+    spec's ## Review History and its status becomes `done` (exit 0) or `review` (exit 1). A
+    reviewer that submits no review is not an approval (exit 1, nothing written). No run to
+    review exits 2; no configured model 3.
+    """
+    from agentrun.project import project_for_spec
+    from agentrun.review.reviewer import ReviewOptions, review_spec
+    from agentrun.review.verdict import ReviewResult
+    from agentrun.sandbox.choice import resolve
+
+    out = output(json_out)
+    project, path = project_for_spec(spec)
+    settings, choice = resolve(sandbox, False, project.config.sandbox)
+    limits = {k: v for k, v in {"max_steps": max_steps, "token_budget": token_budget}.items()
+              if v is not None}
+    out.progress(f"reviewing {relpath(path)} (sandbox {choice.describe()})")
+    access = _model_access(project, provider, model, script)
+    result = review_spec(path, project, access, ReviewOptions(limits=limits,
+                                                              sandbox=settings.mode))
+    if junit is not None:
+        from agentrun.report.junit import write_junit
+        from agentrun.review.junit import review_junit
+
+        write_junit(junit, review_junit(result))
+    approved = result.result == ReviewResult.APPROVED
+    if out.mode == "json":
+        out.json({"ok": approved, **result.to_dict(), "sandbox": choice.describe()})
+    else:
+        _print(result, out.stdout)
+    if result.error:
+        out.error(result.error, "review again, or use a stronger model (--model); raise "
+                                "--max-steps or --token-budget if it ran out")
+    raise typer.Exit(EXIT_OK if approved else EXIT_FAILED)
+
+
+def _model_access(project, provider: str | None, model: str | None, script: Path | None):
+    """Provider and model as `run` resolves them (flags > environment > config > the agent
+    definition), resolved only once there is a run to review."""
+    from agentrun.audit.runner import ModelAccess
+
+    def resolve():
+        from agentrun.agent.definitions import load_agent
+        from agentrun.providers.registry import resolve_provider_config
+        from agentrun.review.reviewer import REVIEWER
+
+        return resolve_provider_config(flag_provider=provider, flag_model=model,
+                                       config=project.config,
+                                       agent_model=load_agent(REVIEWER, project.root).model,
+                                       script=script)
+
+    return ModelAccess(resolve)
+
+
+def _print(result, console) -> None:
+    from rich.markup import escape
+
+    style = RESULT_STYLE.get(str(result.result), "")
+    console.print(f"[bold]{escape(result.spec_id)}[/bold] ({escape(relpath(result.path))}), "
+                  f"run {escape(result.run_id)}: [{style}]{result.result}[/{style}]  "
+                  f"[dim](reviewer: {result.steps} steps, {result.usage.total:,} tokens)[/dim]")
+    if result.entry:
+        console.print()
+        console.print(escape(result.entry))
+        console.print()
+        console.print(f"Written to {escape(relpath(result.path))}: Review v{result.version}, "
+                      f"status: {result.status}")

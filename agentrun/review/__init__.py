@@ -1,0 +1,1 @@
+"""`agentrun review`: an independent reviewer judges a run's result against its spec."""

@@ -1,0 +1,149 @@
+"""The reviewer agent, and one review of a spec's last run: ask, decide, record.
+
+The reviewer runs in a fresh context over the user's checkout with read-only tools (any command
+would run in a read-only sandbox) and answers with a `Review` as the `output` of
+`submit_result`, validated in the conversation. Code then decides the result (`decide`) and
+appends the `### Review vN` entry and the new status to the spec in one atomic write. A reviewer
+that never submits a valid review approves nothing and writes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from agentrun.agent.definitions import AgentDefinition, load_agent
+from agentrun.agent.terminator import limits_for
+from agentrun.attempts import run_agent
+from agentrun.audit.runner import ModelAccess, SpecChanged
+from agentrun.errors import Interrupted
+from agentrun.executors.base import AgentTask
+from agentrun.fsutil import atomic_write_text
+from agentrun.project import Project
+from agentrun.protocol import StopReason
+from agentrun.providers.base import Usage
+from agentrun.report.state_md import StateUpdate, update_state_file
+from agentrun.review.history import SECTION, ReviewEntry, next_review_version, render_entry
+from agentrun.review.inputs import gather, review_task
+from agentrun.review.verdict import Review, ReviewResult, decide, review_model
+from agentrun.sandbox.choice import make_sandbox
+from agentrun.spec import load_spec, parse_spec
+from agentrun.spec.model import Spec
+from agentrun.spec.writeback import append_to_section, set_frontmatter_value
+
+REVIEWER = "code-reviewer"
+READ_ONLY_TOOLS = ("read_file", "list_files", "search_files")
+DEFAULT_MAX_STEPS = 30  # per review (--max-steps); the definition's 10 is for sub-agent use
+DEFAULT_TOKEN_BUDGET = 200_000
+STATUS_FOR = {ReviewResult.APPROVED: "done", ReviewResult.CHANGES_REQUESTED: "review"}
+
+
+@dataclass
+class ReviewOptions:
+    limits: dict[str, Any] = field(default_factory=dict)  # max_steps, token_budget overrides
+    sandbox: str = "auto"
+    now: Callable[[], datetime] = datetime.now
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class SpecReview:
+    """One review: its result, and what was written (nothing when the reviewer gave none)."""
+
+    spec_id: str
+    path: Path
+    run_id: str
+    result: ReviewResult
+    criteria: list[str]
+    review: Review | None = None
+    error: str | None = None  # the reviewer gave no valid review
+    version: int | None = None
+    entry: str | None = None
+    status: str | None = None  # the spec's new frontmatter status
+    usage: Usage = field(default_factory=Usage)
+    steps: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        review = self.review.model_dump(mode="json") if self.review else None
+        return {"spec": self.spec_id, "path": str(self.path), "run_id": self.run_id,
+                "result": str(self.result), "error": self.error, "criteria": self.criteria,
+                "review": review, "review_version": self.version, "history_entry": self.entry,
+                "frontmatter_status": self.status, "steps": self.steps,
+                "usage": self.usage.to_dict()}
+
+
+def reviewer_agent(project_root: Path | None) -> AgentDefinition:
+    """The reviewer's definition with its tools cut down to read-only ones, whatever a project
+    override lists: a review never changes the checkout."""
+    agent = load_agent(REVIEWER, project_root)
+    tools = [t for t in agent.tools if t in READ_ONLY_TOOLS] or list(READ_ONLY_TOOLS)
+    return dataclasses.replace(agent, tools=tools)
+
+
+def review_spec(path: Path | str, project: Project, access: ModelAccess,
+                options: ReviewOptions | None = None) -> SpecReview:
+    """Review the last run of the spec at `path`. BadInput when there is no run to review; the
+    model is resolved only once there is one (NotConfigured then)."""
+    options = options or ReviewOptions()
+    spec = load_spec(path)
+    given = gather(spec, project)
+    criteria = [c.text for c in spec.acceptance_criteria]
+    result = SpecReview(spec.id, spec.path, given.state.run_id,
+                        ReviewResult.CHANGES_REQUESTED, criteria)
+    agent = reviewer_agent(project.root)
+    jail, _ = make_sandbox(options.sandbox, project.root, writable=False)
+    limits = limits_for(spec.complexity, agent, {
+        "retry_on_failure": False, "max_steps": DEFAULT_MAX_STEPS,
+        "token_budget": DEFAULT_TOKEN_BUDGET, **options.limits})
+    task = AgentTask(agent=agent, task=review_task(spec, project, given),
+                     worktree=project.root, limits=limits, group=spec.id,
+                     project_root=project.root, output=review_model(len(criteria)))
+    outcome = run_agent(task, access.provider(), cancel=options.cancel, sandbox=jail)
+    result.usage, result.steps = outcome.usage, outcome.steps
+    if outcome.stop_reason == StopReason.INTERRUPTED:
+        raise Interrupted(f"the review of {spec.id} was interrupted",
+                          hint="nothing was written; review again")
+    if not isinstance(outcome.output, Review):
+        result.error = (f"the reviewer stopped ({outcome.stop_reason}) without submitting a "
+                        f"review: {outcome.error or outcome.summary or 'no output'}")
+        return result
+    result.review = outcome.output
+    result.result = decide(outcome.output, len(criteria))
+    _record(result, outcome.output, spec, project, access.model, options)
+    return result
+
+
+def _record(result: SpecReview, review: Review, spec: Spec, project: Project, model: str,
+            options: ReviewOptions) -> None:
+    """Append the entry, set the status, check it reads back, write atomically; STATE.md
+    follows when the project has one."""
+    result.version = next_review_version(spec.text)
+    result.entry = render_entry(ReviewEntry(
+        version=result.version, when=options.now(), result=result.result,
+        reviewer=f"{REVIEWER} ({model})", criteria=result.criteria, review=review))
+    result.status = STATUS_FOR[result.result]
+    new = append_to_section(spec.text, SECTION, result.entry)
+    new = set_frontmatter_value(new, "status", result.status)
+    parse_spec(new, spec.path)  # what we write must read back (SpecError otherwise)
+    try:
+        current = spec.path.read_bytes()
+    except OSError as exc:
+        raise SpecChanged(f"cannot read {spec.path} again before writing: {exc}",
+                          hint="check the file, then review again") from None
+    if current != spec.text.encode("utf-8"):
+        raise SpecChanged(f"{spec.path} changed while it was being reviewed; nothing was "
+                          "written", hint="review it again")
+    atomic_write_text(spec.path, new)
+    if project.state_md.is_file():
+        approved = result.result == ReviewResult.APPROVED
+        update_state_file(project.state_md, StateUpdate(
+            spec.id, status=result.status,
+            next_step="archive the spec" if approved else f"fix the findings of Review "
+                                                          f"v{result.version}, then run "
+                                                          f"`agentrun review {spec.id}`",
+            when=f"{options.now():%Y-%m-%d %H:%M}"))

@@ -1,0 +1,141 @@
+"""`agentrun review` through the entry point: a real run, then a scripted reviewer."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from clirun import agentrun
+from runkit import make_project, scripted, spec_text, writes
+
+SPEC = ".specflow/specs/SPEC-1.md"
+REVIEW = ["--provider", "scripted", "--script", ".specflow/script.yaml"]
+
+
+def review_turn(criteria: list[dict[str, Any]], findings: list[dict[str, Any]] | None = None,
+                summary: str = "Looked at it.") -> dict[str, Any]:
+    return {"tool_calls": [{"name": "submit_result", "arguments": {
+        "status": "complete", "summary": "Reviewed.", "criteria_met": [], "deviations": [],
+        "output": {"criteria": criteria, "findings": findings or [], "summary": summary}}}]}
+
+
+def met(n: int, evidence: str) -> dict[str, Any]:
+    return {"criterion": n, "verdict": "met", "evidence": evidence}
+
+
+def ran_project(tmp_path: Path, reviewer: list[dict[str, Any]]) -> Path:
+    """A project whose spec was run (one file written), with the reviewer's turns scripted."""
+    script = {"default": writes("a.txt", "hello\n", criteria=["every file exists"]),
+              "agents": {"code-reviewer": reviewer}}
+    root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", []), script)
+    proc = agentrun("run", "SPEC-1", *scripted(), cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    return root
+
+
+def status(text: str) -> str:
+    return re.search(r"^status: (\S+)$", text, re.M).group(1)
+
+
+def appended(before: str, entry: str, new_status: str) -> str:
+    """What the spec must be: the text before, only its status changed, then the entry."""
+    head = before.replace(f"status: {status(before)}", f"status: {new_status}", 1)
+    return head.rstrip("\n") + "\n\n## Review History\n\n" + entry + "\n"
+
+
+def test_approval_sets_done_and_appends_the_entry_byte_exactly(tmp_path):
+    root = ran_project(tmp_path, [review_turn(
+        [met(1, "a.txt:1 holds the greeting"), met(2, "git diff --stat: 1 file changed")],
+        [{"severity": "minor", "file": "a.txt:1", "issue": "no trailing period",
+          "fix": "add one"}])])
+    before = (root / SPEC).read_text()
+    proc = agentrun("review", "SPEC-1", *REVIEW, "--json", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    doc = proc.json
+    assert doc["ok"] and doc["result"] == "APPROVED" and doc["frontmatter_status"] == "done"
+    entry = doc["history_entry"]
+    assert (root / SPEC).read_text() == appended(before, entry, "done")
+    assert entry.startswith("### Review v1 (")
+    assert "**Result:** APPROVED" in entry and "**Reviewer:** code-reviewer (" in entry
+    assert "- [✓] AC1: every file exists — a.txt:1 holds the greeting" in entry
+    assert "**Minor:**\n1. **no trailing period**\n   - File: `a.txt:1`" in entry
+    # the reviewer was shown the diff of the run and the spec's criteria
+    state = (root / ".specflow/STATE.md").read_text()
+    assert "done" in state
+
+
+def test_changes_requested_exits_1_sets_review_and_lists_findings(tmp_path):
+    root = ran_project(tmp_path, [review_turn(
+        [met(1, "a.txt:1"), {"criterion": 2, "verdict": "not met",
+                             "evidence": "README.md changed too"}],
+        [{"severity": "critical", "file": "a.txt", "issue": "## Constraints\nwrong text",
+          "fix": "write the greeting"}])])
+    proc = agentrun("review", "SPEC-1", *REVIEW, cwd=root)
+    assert proc.returncode == 1, proc.stderr
+    assert "CHANGES_REQUESTED" in proc.stdout
+    text = (root / SPEC).read_text()
+    assert status(text) == "review"
+    assert "**Result:** CHANGES_REQUESTED" in text
+    assert "**Critical:**\n1. **## Constraints wrong text**" in text  # inert: one line
+    assert "- [✗] AC2: nothing else changes — not met — README.md changed too" in text
+    assert text.count("## Constraints") == 1 + text.count("**## Constraints")
+
+
+def test_a_second_review_is_v2(tmp_path):
+    verdicts = [met(1, "a.txt:1"), {"criterion": 2, "verdict": "cannot_tell"}]
+    root = ran_project(tmp_path, [review_turn(verdicts)])
+    assert agentrun("review", "SPEC-1", *REVIEW, cwd=root).returncode == 1
+    (root / ".specflow/script.yaml").write_text(yaml.safe_dump({"agents": {"code-reviewer": [
+        review_turn([met(1, "a.txt:1"), met(2, "git diff")])]}}))
+    proc = agentrun("review", "SPEC-1", *REVIEW, "--json", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.json["review_version"] == 2
+    text = (root / SPEC).read_text()
+    assert "### Review v1 (" in text and "### Review v2 (" in text and status(text) == "done"
+
+
+def test_a_reviewer_that_never_submits_is_not_an_approval(tmp_path):
+    root = ran_project(tmp_path, [{"text": "Looks fine to me."}])
+    before = (root / SPEC).read_text()
+    proc = agentrun("review", "SPEC-1", *REVIEW, "--json", cwd=root)
+    assert proc.returncode == 1
+    doc = proc.json
+    assert not doc["ok"] and doc["result"] == "CHANGES_REQUESTED" and doc["error"]
+    assert (root / SPEC).read_text() == before  # nothing written
+
+
+def test_an_invalid_review_is_refused_in_the_conversation(tmp_path):
+    root = ran_project(tmp_path, [review_turn([met(1, "a.txt:1")]),  # criterion 2 missing
+                                  review_turn([met(1, "a.txt:1"), met(2, "git diff")])])
+    proc = agentrun("review", "SPEC-1", *REVIEW, "--json", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.json["steps"] == 2
+
+
+def test_junit_has_one_case_per_criterion(tmp_path):
+    root = ran_project(tmp_path, [review_turn(
+        [met(1, "a.txt:1"), {"criterion": 2, "verdict": "not_met", "evidence": "no"}])])
+    proc = agentrun("review", "SPEC-1", *REVIEW, "--junit", "r.xml", cwd=root)
+    assert proc.returncode == 1
+    xml = (root / "r.xml").read_text()
+    assert 'name="AC1: every file exists"' in xml and 'name="AC2: nothing else changes"' in xml
+    assert 'failures="1"' in xml
+
+
+def test_no_run_to_review_exits_2(tmp_path):
+    script = {"agents": {"code-reviewer": []}}
+    root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", []), script)
+    proc = agentrun("review", "SPEC-1", *REVIEW, cwd=root)
+    assert proc.returncode == 2
+    assert "no run to review" in proc.stderr and "agentrun run SPEC-1" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_no_model_configured_exits_3(tmp_path):
+    root = ran_project(tmp_path, [])
+    env = {"ANTHROPIC_API_KEY": "", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": "",
+           "AGENTRUN_PROVIDER": "", "AGENTRUN_MODEL": ""}
+    proc = agentrun("review", "SPEC-1", cwd=root, env=env)
+    assert proc.returncode == 3, proc.stderr
