@@ -28,13 +28,13 @@ def clean(text: Any) -> str:
     return _INVALID_XML.sub("\ufffd", "" if text is None else str(text))
 
 
-def _first_line(text: str | None, default: str) -> str:
+def first_line(text: str | None, default: str) -> str:
     lines = [line for line in (text or "").splitlines() if line.strip()]
     line = lines[0].strip() if lines else default
     return line if len(line) <= 200 else line[:197] + "..."
 
 
-def _el(parent: ET.Element, tag: str, text: str | None = None, **attrs: Any) -> ET.Element:
+def add_element(parent: ET.Element, tag: str, text: str | None = None, **attrs: Any) -> ET.Element:
     element = ET.SubElement(parent, tag, {k: clean(v) for k, v in attrs.items()
                                           if v is not None})
     if text:
@@ -42,7 +42,7 @@ def _el(parent: ET.Element, tag: str, text: str | None = None, **attrs: Any) -> 
     return element
 
 
-def _serialise(root: ET.Element) -> str:
+def serialise(root: ET.Element) -> str:
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") \
         + "\n"
@@ -57,28 +57,28 @@ def run_junit(state: RunState) -> str:
     root = ET.Element("testsuites", {"name": "agentrun", "tests": str(len(groups)),
                                      "failures": str(failures), "errors": "0",
                                      "skipped": str(skipped), "time": total_time})
-    suite = _el(root, "testsuite", name=state.spec_id, tests=len(groups), failures=failures,
+    suite = add_element(root, "testsuite", name=state.spec_id, tests=len(groups), failures=failures,
                 errors=0, skipped=skipped, time=total_time, timestamp=state.started)
-    props = _el(suite, "properties")
+    props = add_element(suite, "properties")
     usage = state.usage
     for name, value in (("run_id", state.run_id), ("mode", state.mode),
                         ("status", state.status), ("spec", state.spec_path),
                         ("model", f"{state.provider}/{state.model}" if state.provider else ""),
                         ("tokens", usage.total),
                         ("cost_usd", "unknown" if state.cost_usd is None else state.cost_usd)):
-        _el(props, "property", name=name, value=value)
+        add_element(props, "property", name=name, value=value)
     for g in groups:
         name = f"{g.id}: {g.title}" if g.title else g.id
-        case = _el(suite, "testcase", classname=state.spec_id, name=name,
+        case = add_element(suite, "testcase", classname=state.spec_id, name=name,
                    time=f"{g.duration_s:.3f}", file=state.spec_path or None)
         if g.status in FAILURE_STATUSES:
             detail = "\n".join([g.error or f"{g.id} ended {g.status}",
                                 *(f"deviation: {d}" for d in g.deviations)])
-            _el(case, "failure", detail, message=_first_line(g.error, f"{g.id} {g.status}"),
+            add_element(case, "failure", detail, message=first_line(g.error, f"{g.id} {g.status}"),
                 type=g.status)
         elif g.status in SKIPPED_STATUSES:
             reason = g.error or ("not run yet" if g.status == Status.PENDING else g.status)
-            _el(case, "skipped", message=_first_line(reason, g.status))
+            add_element(case, "skipped", message=first_line(reason, g.status))
         out = [f"status: {g.status}", f"wave: {g.wave}", f"batch: {g.batch}",
                f"attempts: {g.attempts}", f"steps: {g.steps}",
                f"tokens: {sum(g.usage.values())}",
@@ -88,8 +88,8 @@ def run_junit(state: RunState) -> str:
         out += [f"modified: {p}" for p in g.files_modified]
         if g.summary:
             out.append(f"summary: {g.summary}")
-        _el(case, "system-out", "\n".join(out))
-    return _serialise(root)
+        add_element(case, "system-out", "\n".join(out))
+    return serialise(root)
 
 
 def audit_junit(results: Iterable[Any]) -> str:
@@ -101,34 +101,34 @@ def audit_junit(results: Iterable[Any]) -> str:
     docs = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in results]
     failures = errors = 0
     root = ET.Element("testsuites", {"name": "agentrun audit"})
-    suite = _el(root, "testsuite", name="agentrun audit")
+    suite = add_element(root, "testsuite", name="agentrun audit")
     for doc in docs:
         spec_id = str(doc.get("spec") or Path(str(doc.get("path", "spec"))).stem)
-        case = _el(suite, "testcase", classname="agentrun.audit", name=spec_id,
+        case = add_element(suite, "testcase", classname="agentrun.audit", name=spec_id,
                    file=doc.get("path"))
         findings = list(doc.get("findings") or [])
         critical = [f for f in findings if f.get("severity") == "critical"]
         if doc.get("verdict") == "INVALID" or doc.get("error"):
             errors += 1
-            _el(case, "error", "\n".join(filter(None, [doc.get("error"), doc.get("hint")])),
-                message=_first_line(doc.get("error"), "invalid spec"), type="invalid-spec")
+            add_element(case, "error", "\n".join(filter(None, [doc.get("error"), doc.get("hint")])),
+                message=first_line(doc.get("error"), "invalid spec"), type="invalid-spec")
         elif critical:
             failures += 1
             first = critical[0]
-            _el(case, "failure", "\n".join(_finding_line(f) for f in critical),
+            add_element(case, "failure", "\n".join(_finding_line(f) for f in critical),
                 message=f"{doc.get('verdict', 'NEEDS_REVISION')}: {len(critical)} critical "
-                        f"finding(s); first: {_first_line(first.get('message'), '')}",
+                        f"finding(s); first: {first_line(first.get('message'), '')}",
                 type=str(doc.get("verdict") or "critical"))
         rest = [f for f in findings if f.get("severity") != "critical"]
         if rest or doc.get("verdict"):
             lines = [f"verdict: {doc.get('verdict', '')}"] + [_finding_line(f) for f in rest]
-            _el(case, "system-out", "\n".join(lines))
+            add_element(case, "system-out", "\n".join(lines))
     for element, tests in ((root, len(docs)), (suite, len(docs))):
         element.set("tests", str(tests))
         element.set("failures", str(failures))
         element.set("errors", str(errors))
         element.set("skipped", "0")
-    return _serialise(root)
+    return serialise(root)
 
 
 def _finding_line(f: dict[str, Any]) -> str:
