@@ -44,10 +44,11 @@ def review_junit(result: SpecReview) -> str:
                    file=str(result.path))
         if blocking:
             failures += 1
-            add_element(case, "failure", "\n".join(f"{f.severity} {f.file}: {f.issue} — fix: {f.fix}"
-                                           for f in blocking),
-                message=f"{len(blocking)} blocking finding(s); first: "
-                        f"{first_line(blocking[0].issue, '')}", type="findings")
+            lines = "\n".join(f"{f.severity} {f.file}: {f.issue} — fix: {f.fix}"
+                              for f in blocking)
+            add_element(case, "failure", lines,
+                        message=f"{len(blocking)} blocking finding(s); first: "
+                                f"{first_line(blocking[0].issue, '')}", type="findings")
     tests = len(suite)
     for element in (root, suite):
         for key, value in (("tests", tests), ("failures", failures), ("errors", errors),
