@@ -15,15 +15,25 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from agentrun import workspace
+from agentrun.agent.definitions import load_agent
+from agentrun.agent.prompts import render_worker_assignment
+from agentrun.agent.snapshots import Snapshot, checkout_snapshot
+from agentrun.agent.terminator import limits_for
+from agentrun.agent.transcript import Transcript
+from agentrun.attempts import run_attempts
 from agentrun.errors import AgentrunError
-from agentrun.protocol import Assignment, UsageModel, WorkerResult
+from agentrun.executors.base import AgentTask
+from agentrun.executors.builtin import BuiltinExecutor
+from agentrun.protocol import Assignment, Status, StopReason, UsageModel, WorkerResult
+from agentrun.providers.pricing import cost_usd
+from agentrun.providers.registry import ProviderConfig, create_provider
 from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.choice import make_sandbox
-
-if TYPE_CHECKING:
-    from agentrun.agent.snapshots import Snapshot
+from agentrun.tools.base import CommandPolicy
+from agentrun.workspace import populate_worktree
 
 
 def run_assignment(assignment: Assignment, cancel: threading.Event | None = None,
@@ -56,9 +66,6 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
     try:
         if isinstance(sandbox, AgentrunError):  # commands must not run less confined than asked
             raise sandbox
-        from agentrun.agent.snapshots import checkout_snapshot
-        from agentrun.workspace import populate_worktree
-
         # the orchestrator creates worktrees without files, to be quick; a fresh checkout is
         # HEAD exactly, which spares the first attempt's snapshot a scan of every file
         start = checkout_snapshot(worktree) if populate_worktree(worktree) else None
@@ -66,7 +73,8 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
         result = _result_from_git(assignment, outcome, model, worktree)
     except Exception as exc:  # the boundary of the worker: report, never crash silently
         message = exc.message if isinstance(exc, AgentrunError) else f"{type(exc).__name__}: {exc}"
-        result = _base_result(assignment, status="failed", error=message, stop_reason="error")
+        result = _base_result(assignment, status=Status.FAILED, error=message,
+                              stop_reason=StopReason.ERROR)
         if os.environ.get("AGENTRUN_DEBUG"):
             import traceback
 
@@ -80,15 +88,6 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
 
 def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Progress,
                   provider: Any, sandbox: Sandbox, start: Snapshot | None = None):
-    from agentrun.agent.definitions import load_agent
-    from agentrun.agent.prompts import render_worker_assignment
-    from agentrun.agent.terminator import limits_for
-    from agentrun.agent.transcript import Transcript
-    from agentrun.attempts import run_attempts
-    from agentrun.executors.base import AgentTask
-    from agentrun.executors.builtin import BuiltinExecutor
-    from agentrun.tools.base import CommandPolicy
-
     root = Path(assignment.project_root) if assignment.project_root else None
     agent = load_agent(assignment.agent, root)
     overrides = {k: v for k, v in {
@@ -119,7 +118,6 @@ def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Pr
 
 def make_provider(assignment: Assignment):
     """Build the provider the assignment names (SDKs are imported here, lazily)."""
-    from agentrun.providers.registry import ProviderConfig, create_provider
 
     p = assignment.provider
     cfg = ProviderConfig(provider=p.provider, model=p.model, base_url=p.base_url,
@@ -136,12 +134,10 @@ def _base_result(a: Assignment, **fields: Any) -> WorkerResult:
 
 def _result_from_git(a: Assignment, outcome, model: str, worktree: Path) -> WorkerResult:
     """Commit finished work and read files and commits from git, not from the model."""
-    from agentrun import workspace
-    from agentrun.providers.pricing import cost_usd
 
     # A failed attempt keeps its work in the worktree, uncommitted, for inspection: the branch
     # only ever holds finished (complete or partial) work.
-    if outcome.status in ("complete", "partial"):
+    if Status(outcome.status).landed_work:
         ids = ", ".join(g.id for g in a.groups)
         title = "; ".join(g.title for g in a.groups if g.title) or "changes"
         workspace.commit_all(worktree, f"{a.spec_id} {ids}: {title}\n\n{outcome.summary}".strip())
