@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -27,6 +28,7 @@ from pydantic import (
 
 from agentrun.errors import BadInput
 from agentrun.providers.catalog import provider_names
+from agentrun.yamlload import safe_load
 
 CONFIG_FILE = ".specflow/config.yaml"
 
@@ -175,10 +177,6 @@ def read_config(path: Path) -> ProjectConfig:
     """The settings in `path` (defaults if it does not exist). Invalid YAML is a clear error."""
     if not path.is_file():
         return ProjectConfig()
-    import yaml
-
-    from agentrun.yamlload import safe_load
-
     try:
         data = safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
