@@ -15,6 +15,8 @@ from pathlib import Path
 from agentrun import workspace
 from agentrun.errors import CannotStart
 from agentrun.fsutil import relpath
+from agentrun.project import find_project
+from agentrun.report.state_md import read_state_md
 from agentrun.spec.model import Spec
 
 # the run's own files: changes to them never make the tree dirty
@@ -28,6 +30,8 @@ def preflight(root: Path, spec: Spec, *, allow_dirty: bool) -> None:
         raise CannotStart("HEAD is detached; a run merges into a branch",
                           hint="check out the branch to merge into, e.g. `git switch main`")
     workspace.head_commit(root)  # CannotStart when there is no commit yet
+    project = find_project(spec.path)
+    read_state_md(project.state_md)  # BadInput before any work when it cannot be rewritten
     spec_rel = relpath(spec.path, root)
     dirty = [p for p in workspace.dirty_paths(root, ignore=OWN_PATHS) if p != spec_rel]
     if dirty and not allow_dirty:

@@ -1,0 +1,53 @@
+"""Bad input and faults around a run: each is one message with its exit code, never a
+traceback, and found before any worktree is created."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from clirun import agentrun
+from gitutil import run_git
+from runkit import make_project, scripted, spec_text, writes
+
+TWO = [("G1", [], "one.txt"), ("G2", [], "two.txt")]
+
+
+def two_groups(root):
+    script = {"groups": {"G1": writes("one.txt", "1\n"), "G2": writes("two.txt", "2\n")}}
+    return make_project(root, "SPEC-1", spec_text("SPEC-1", TWO), script)
+
+
+def no_worktrees(root) -> bool:
+    return len(run_git(root, "worktree", "list").splitlines()) == 1
+
+
+def assert_one_message(proc, code: int, *words: str) -> None:
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    for word in words:
+        assert word in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("command", [("status",), ("plan",), ("run", *scripted()),
+                                     ("run", "SPEC-1", *scripted())])
+def test_state_md_that_is_not_utf8_is_bad_input(tmp_path, command):
+    root = two_groups(tmp_path / "p")
+    state = root / ".specflow/STATE.md"
+    state.write_bytes(state.read_bytes().replace(b"keep this row", b"caf\xe9 row"))
+    proc = agentrun(*command, cwd=root)
+    assert_one_message(proc, 2, "STATE.md", "UTF-8")
+    assert no_worktrees(root) and not (root / ".specflow/execution").exists()
+
+
+@pytest.mark.parametrize("payload", [[1, 2], {"groups": []}, {"run_id": 5, "groups": {"G1": 3}},
+                                     "text", {"status": "bogus"}])
+def test_checkpoint_of_the_wrong_shape_is_bad_input(tmp_path, payload):
+    root = two_groups(tmp_path / "p")
+    checkpoint = root / ".specflow/execution/SPEC-1-state.json"
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_text(json.dumps(payload))
+    for command in (("status",), ("run", "SPEC-1", *scripted("--resume"))):
+        proc = agentrun(*command, cwd=root)
+        assert_one_message(proc, 2, "SPEC-1-state.json", "without --resume")
+    assert no_worktrees(root)
