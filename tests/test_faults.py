@@ -51,3 +51,24 @@ def test_checkpoint_of_the_wrong_shape_is_bad_input(tmp_path, payload):
         proc = agentrun(*command, cwd=root)
         assert_one_message(proc, 2, "SPEC-1-state.json", "without --resume")
     assert no_worktrees(root)
+
+
+@pytest.mark.parametrize("kind, words", [("missing", "not found"), ("directory", "cannot read"),
+                                         ("binary", "cannot read"),
+                                         ("wrong shape", "invalid script")])
+def test_a_bad_script_is_refused_before_any_worker_starts(tmp_path, kind, words):
+    root = two_groups(tmp_path / "p")
+    script = root / ".specflow/script.yaml"
+    if kind == "missing":
+        script.unlink()
+    elif kind == "directory":
+        script.unlink()
+        script.mkdir()
+    elif kind == "binary":
+        script.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00\x01")
+    else:
+        script.write_text("groups: [1, 2]\n")
+    proc = agentrun("run", "SPEC-1", *scripted("--allow-dirty"), cwd=root)
+    assert_one_message(proc, 2, "script.yaml", words)
+    assert no_worktrees(root) and not (root / ".specflow/execution").exists()
+    assert not (root / ".specflow/runs").exists()
