@@ -4,9 +4,12 @@ traceback, and found before any worktree is created."""
 from __future__ import annotations
 
 import json
+import signal
+import time
+from pathlib import Path
 
 import pytest
-from clirun import agentrun
+from clirun import agentrun, finish, start
 from gitutil import run_git
 from runkit import make_project, scripted, spec_text, writes
 
@@ -72,3 +75,48 @@ def test_a_bad_script_is_refused_before_any_worker_starts(tmp_path, kind, words)
     assert_one_message(proc, 2, "script.yaml", words)
     assert no_worktrees(root) and not (root / ".specflow/execution").exists()
     assert not (root / ".specflow/runs").exists()
+
+
+def slow_project(root):
+    script = {"groups": {"G1": writes("one.txt", "1\n", latency=30),
+                         "G2": writes("two.txt", "2\n", latency=30)}}
+    return make_project(root, "SPEC-1", spec_text("SPEC-1", TWO), script)
+
+
+def catches(pid: int, sig: int) -> bool:
+    """Whether process `pid` has a handler for `sig` now (Linux: SigCgt in /proc)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(mask, 16) >> (sig - 1) & 1)
+
+
+def wait_for_handler(pid: int, sig: int, limit: float) -> None:
+    deadline = time.monotonic() + limit
+    while not catches(pid, sig) and time.monotonic() < deadline:
+        time.sleep(0.002)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_every_interrupt_is_exit_130_with_one_line(tmp_path, sig):
+    """Right after the interpreter starts, while the CLI imports, through preparation and
+    into the run. Delays count from when the interpreter is up (it handles SIGINT) and agentrun
+    handles SIGTERM, or 0.15 s later at most: a signal before the interpreter runs any code is
+    the operating system's to handle."""
+    outcomes = []
+    for i, delay in enumerate((0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.5)):
+        root = slow_project(tmp_path / f"p{i}")
+        proc = start("run", "SPEC-1", *scripted()[:-1], cwd=root)  # plain output
+        wait_for_handler(proc.pid, signal.SIGINT, 10)
+        wait_for_handler(proc.pid, signal.SIGTERM, 0.15)
+        time.sleep(delay)
+        proc.send_signal(sig)
+        done = finish(proc, timeout=90)
+        outcomes.append((delay, done.returncode, done.stderr))
+    for delay, code, stderr in outcomes:
+        assert code == 130, (delay, code, stderr)
+        assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, (delay, stderr)
+        assert len([line for line in stderr.splitlines() if sig.name in line]) == 1, \
+            (delay, stderr)
