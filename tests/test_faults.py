@@ -4,12 +4,15 @@ traceback, and found before any worktree is created."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from clirun import agentrun, finish, start
+from clirun import ENTRY_POINT, CliResult, agentrun, cli_env, finish, start
 from gitutil import run_git
 from runkit import make_project, scripted, spec_text, writes
 
@@ -120,3 +123,33 @@ def test_every_interrupt_is_exit_130_with_one_line(tmp_path, sig):
         assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, (delay, stderr)
         assert len([line for line in stderr.splitlines() if sig.name in line]) == 1, \
             (delay, stderr)
+
+
+def read_only_run(root, folder) -> CliResult:
+    """`agentrun run` with `folder` read-only: chmod for a user, a read-only bind mount for
+    root (whom permission bits do not stop)."""
+    argv = [str(ENTRY_POINT), "run", "SPEC-1", *scripted()[:-1]]
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+    elif shutil.which("bwrap"):
+        argv = ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(folder), str(folder), *argv]
+    else:
+        pytest.skip("root without bubblewrap cannot make a folder read-only")
+    try:
+        proc = subprocess.run(argv, cwd=root, env=cli_env(), capture_output=True, text=True,
+                              timeout=120)
+    finally:
+        folder.chmod(0o755)
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.mark.parametrize("folder", [".specflow", ".specflow/specs"])
+def test_a_read_only_folder_the_run_writes_is_refused_up_front(tmp_path, folder):
+    root = two_groups(tmp_path / "p")
+    head = run_git(root, "rev-parse", "HEAD")
+    proc = read_only_run(root, root / folder)
+    if "bwrap:" in proc.stderr:
+        pytest.skip(f"bubblewrap cannot run here: {proc.stderr.strip()}")
+    assert_one_message(proc, 3, f"cannot write to {root / folder}", "chmod")
+    assert no_worktrees(root) and run_git(root, "rev-parse", "HEAD") == head
+    assert not (root / ".specflow/execution").exists()
