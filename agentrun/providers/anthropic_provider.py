@@ -16,7 +16,7 @@ from typing import Any
 
 from agentrun.providers.base import Message, Request, ToolCall, Turn, Usage
 from agentrun.providers.errors import MalformedResponse, NotConfigured
-from agentrun.providers.sdk_errors import ErrorContext, classify
+from agentrun.providers.sdk_errors import ErrorContext, classify, invalid_response
 from agentrun.providers.urls import public_url, sdk_endpoint, url_secrets
 
 KEY_VAR = "ANTHROPIC_API_KEY"
@@ -81,9 +81,14 @@ class AnthropicProvider:
         client = self._ensure_client()
         params = build_params(self.model, request, self._remembered_blocks)
         try:
-            response = client.messages.create(**params)
+            raw = client.messages.with_raw_response.create(**params)
         except (json.JSONDecodeError, self._sdk.AnthropicError) as exc:
             raise classify(exc, self._sdk, self._ctx) from exc
+        try:
+            response = raw.parse()
+        except (ValueError, self._sdk.APIResponseValidationError) as exc:
+            raise invalid_response(self._ctx, raw.status_code,
+                                   raw.http_response.content) from exc
         turn = parse_response(response, self.model)
         self._remember(turn, response)
         return turn
