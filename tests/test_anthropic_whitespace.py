@@ -1,5 +1,6 @@
-"""Anthropic rejects text blocks that hold only whitespace: a model that answered "\\n\\n"
-before a tool call must not get its next request refused (thinking stays as received)."""
+"""Through the real Anthropic SDK and a run: text blocks holding only whitespace (which the
+API rejects) are not sent back, thinking stays as received, and a garbage response is named
+as such."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 from clirun import agentrun
-from fake_model_server import Error, FakeModelServer, RecordedRequest, Reply
+from fake_model_server import Error, FakeModelServer, Raw, RecordedRequest, Reply
 from gitutil import init_repo
 from runkit import STATE_MD, spec_text
 
@@ -64,3 +65,20 @@ def test_whitespace_only_text_is_not_sent_back(tmp_path, thinking):
     if thinking:  # the signed thinking block goes back exactly as it came
         assert replayed[0] == {"type": "thinking", "thinking": thinking,
                                "signature": "sig-msg_1"}
+
+
+def test_a_garbage_response_is_reported_as_an_invalid_response(tmp_path):
+    root = init_repo(tmp_path / "p", {
+        "README.md": "# fixture\n", ".gitignore": ".specflow/runs/\n",
+        ".specflow/STATE.md": STATE_MD.format(spec=SPEC),
+        f".specflow/specs/{SPEC}.md": spec_text(SPEC, [("G1", [], "one.txt")]),
+    })
+    with FakeModelServer(responder=lambda _: Raw(b"\xff\xfe<html>test-key oops")) as server:
+        proc = agentrun("run", SPEC, "--provider", "anthropic", "--model", "claude-sonnet-4-6",
+                        "--yes", "--json", "--max-retries", "0", cwd=root,
+                        env={"ANTHROPIC_BASE_URL": server.anthropic_base_url,
+                             "ANTHROPIC_API_KEY": "test-key"})
+    assert proc.returncode == 1, proc.stderr
+    error = next(iter(proc.json["groups"].values()))["error"]
+    assert "the model server returned an invalid response (HTTP 200)" in error, error
+    assert "<html>" in error and "test-key" not in error and "Decode" not in error, error
