@@ -16,6 +16,7 @@ from agentrun.errors import BadInput
 from agentrun.gitcli import git, run_git, split_z
 from agentrun.gitlock import git_common_dir
 from agentrun.providers.catalog import CATALOG
+from agentrun.report.state_md import read_state_md
 from agentrun.yamlload import safe_load
 
 SPECFLOW = ".specflow"
@@ -81,7 +82,7 @@ class Project:
         if not self.state_md.is_file():
             raise BadInput(f"no specification given and {self.state_md} does not exist",
                            hint="pass a spec path, e.g. `agentrun plan .specflow/specs/SPEC-1.md`")
-        value = active_spec_name(self.state_md.read_text(encoding="utf-8", errors="replace"))
+        value = active_spec_name(read_state_md(self.state_md))
         if not value:
             raise BadInput(f"no specification given and {self.state_md} names no active "
                            "specification",

@@ -432,3 +432,16 @@ def test_slow_server_raises_model_timeout(kind, fake_model_server):
     fake_model_server.queue(Reply(text="late", delay_s=1.0))
     with pytest.raises(ModelTimeout):
         make(kind, fake_model_server, max_retries=0, timeout=0.2).complete(REQ)
+
+
+@BOTH
+@pytest.mark.parametrize("body", [b"\xff\xfe garbage \x00\x81", b"<html>garbage KEY oops"])
+def test_a_garbage_200_body_is_an_invalid_response_with_status_and_first_bytes(
+        kind, body, fake_model_server):
+    fake_model_server.queue(Raw(body.replace(b"KEY", KEYS[kind].encode())))
+    with pytest.raises(MalformedResponse) as info:
+        make(kind, fake_model_server).complete(REQ)
+    message = info.value.message
+    assert message.startswith("the model server returned an invalid response (HTTP 200)")
+    assert "garbage" in message and KEYS[kind] not in message, message
+    assert "Decode" not in message, message

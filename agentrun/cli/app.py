@@ -1,89 +1,151 @@
-"""The `agentrun` command: the Typer app and its single error boundary."""
+"""The `agentrun` command: the Typer app and its single error boundary.
+
+Only the standard library and `agentrun.errors` are imported before `main` runs, so the
+signal handlers are in place from the first moment: an interrupt while the CLI is still
+importing is reported like any other.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+from typing import TYPE_CHECKING, Any
 
-import typer
-
-from agentrun import __version__
 from agentrun.errors import EXIT_INTERRUPTED, AgentrunError
+
+if TYPE_CHECKING:
+    import typer
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success · 1 work failed, partial or blocked (or audit found critical issues)"
     " · 2 bad input (usage, invalid spec, cycle) · 3 could not start (no model, not a git repo,"
     " dirty tree, run lock held) · 130 interrupted."
 )
-
-app = typer.Typer(
-    name="agentrun",
-    help="Spec-driven, orchestrated execution of coding work by LLM agents.",
-    epilog=EXIT_CODES_HELP,
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}  # inherited by every command
 
 
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"agentrun {__version__}")
-        raise typer.Exit(0)
+class Signalled(KeyboardInterrupt):
+    """SIGINT or SIGTERM outside a run's own handlers (which save the run's state first)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
 
 
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Show the version and exit."),
-) -> None:
-    """Spec-driven, orchestrated execution of coding work by LLM agents."""
+_RECEIVED: list[str] = []  # the signals our handlers took (typer turns them into exit 130)
 
 
-def _register() -> None:
+def _raise_interrupt(signum: int, _frame: object) -> None:
+    name = signal.Signals(signum).name
+    _RECEIVED.append(name)
+    raise Signalled(name)
+
+
+def trap_signals() -> None:
+    """SIGINT and SIGTERM end the command as exit 130 with one line, whenever they come; a
+    run replaces these handlers while it works and puts them back when it is done."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _raise_interrupt)
+
+
+def build_app() -> typer.Typer:
+    """The Typer app with every command (they import their heavy code lazily)."""
+    import typer
+
+    from agentrun import __version__
     from agentrun.cli import commands
 
+    app = typer.Typer(
+        name="agentrun",
+        help="Spec-driven, orchestrated execution of coding work by LLM agents.",
+        epilog=EXIT_CODES_HELP,
+        no_args_is_help=True,
+        add_completion=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings=HELP_OPTIONS,
+    )
+
+    def show_version(value: bool) -> None:
+        if value:
+            typer.echo(f"agentrun {__version__}")
+            raise typer.Exit(0)
+
+    @app.callback()
+    def _root(
+        version: bool = typer.Option(False, "--version", "-V", callback=show_version,
+                                     is_eager=True, help="Show the version and exit."),
+    ) -> None:
+        """Spec-driven, orchestrated execution of coding work by LLM agents."""
+
     commands.register(app)
+    return app
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app and map every outcome to one message and an exit code."""
+    with contextlib.suppress(ValueError):  # not the main thread: the caller owns signals
+        trap_signals()
+    args = list(sys.argv[1:] if argv is None else argv)
+    out = None
+    try:
+        from agentrun.cli.output import Output, detect_mode
+
+        out = Output(detect_mode("--json" in args))
+        code = _run(build_app(), args, out)
+        if _RECEIVED:  # typer returned the interrupt as a silent exit 130
+            code = _interrupted(out, _RECEIVED[0])
+    except KeyboardInterrupt as exc:
+        code = _interrupted(out, exc.name if isinstance(exc, Signalled) else "SIGINT")
+    sys.exit(code)
+
+
+def _run(app: typer.Typer, args: list[str], out: Any) -> int:
     from typer.exceptions import Abort, Exit, TyperException
 
-    from agentrun.cli.output import Output, detect_mode
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    out = Output(detect_mode("--json" in args))
-    _register()
     try:
         result = app(args=args, prog_name="agentrun", standalone_mode=False)
-        code = result if isinstance(result, int) else 0
+        return result if isinstance(result, int) else 0
     except Exit as exc:
-        code = exc.exit_code
+        return exc.exit_code
     except TyperException as exc:
         show = getattr(exc, "show", None)
         if show is not None:
             show()
         else:
             out.error(exc.format_message())
-        code = exc.exit_code
-    except (Abort, KeyboardInterrupt):
+        return exc.exit_code
+    except Abort:
         out.error("interrupted")
-        code = EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED
     except AgentrunError as exc:
         if os.environ.get("AGENTRUN_DEBUG"):
             raise
         _report(out, exc.message, exc.hint, exc.exit_code, type(exc).__name__)
-        code = exc.exit_code
+        return exc.exit_code
+    except KeyboardInterrupt:
+        raise
     except Exception as exc:  # the last line of defence: never a bare traceback
         if os.environ.get("AGENTRUN_DEBUG"):
             raise
         _report(out, f"internal error: {type(exc).__name__}: {exc}",
                 "this is a bug in agentrun; rerun with AGENTRUN_DEBUG=1 for the traceback", 1,
                 "InternalError")
-        code = 1
-    sys.exit(code)
+        return 1
+
+
+def _interrupted(out: Any, name: str) -> int:
+    """One line for an interrupt; a second signal while saying so changes nothing."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    line = f"interrupted by {name}"
+    if out is None:
+        sys.stderr.write(f"error: {line}\n")
+    else:
+        out.error(line)
+    return EXIT_INTERRUPTED
 
 
 def _report(out, message: str, hint: str | None, code: int, kind: str) -> None:

@@ -146,6 +146,10 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     if sandbox_choice.fell_back:
         warnings.append(f"commands run unconfined: sandbox {sandbox_choice.describe()}")
     cfg = _provider_config(project, plan, opts)
+    if cfg.script:  # a bad script is bad input now, not once per worker after worktrees exist
+        from agentrun.providers.scripted import ScriptedProvider
+
+        ScriptedProvider.from_file(cfg.script)
     if not opts["dry_run"] and not opts["sequential"]:
         from agentrun.run import pool
 

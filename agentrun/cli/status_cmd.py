@@ -19,6 +19,7 @@ def status(
     from agentrun.errors import BadInput
     from agentrun.project import active_spec_name, find_project
     from agentrun.report.execution_state import load_state, state_path
+    from agentrun.report.state_md import read_state_md
     from agentrun.report.summary import STATUS_MARK, format_cost
 
     out = output(json_out)
@@ -26,9 +27,7 @@ def status(
     if not project.specflow.is_dir():
         raise BadInput(f"no .specflow/ directory at or above {project.root}",
                        hint="run `agentrun init` to create one")
-    state_text = project.state_md.read_text(encoding="utf-8") if project.state_md.is_file() \
-        else ""
-    active = active_spec_name(state_text)
+    active = active_spec_name(read_state_md(project.state_md))
     spec_id = spec or active
     if spec_id and spec_id.endswith(".md"):
         spec_id = spec_id.rsplit("/", 1)[-1][:-3]

@@ -16,7 +16,7 @@ from typing import Any
 
 from agentrun.providers.base import Message, Request, ToolCall, Turn, Usage
 from agentrun.providers.errors import MalformedResponse, NotConfigured
-from agentrun.providers.sdk_errors import ErrorContext, classify
+from agentrun.providers.sdk_errors import ErrorContext, classify, invalid_response
 from agentrun.providers.urls import public_url, sdk_endpoint, url_secrets
 
 KEY_VAR = "ANTHROPIC_API_KEY"
@@ -81,9 +81,14 @@ class AnthropicProvider:
         client = self._ensure_client()
         params = build_params(self.model, request, self._remembered_blocks)
         try:
-            response = client.messages.create(**params)
+            raw = client.messages.with_raw_response.create(**params)
         except (json.JSONDecodeError, self._sdk.AnthropicError) as exc:
             raise classify(exc, self._sdk, self._ctx) from exc
+        try:
+            response = raw.parse()
+        except (ValueError, self._sdk.APIResponseValidationError) as exc:
+            raise invalid_response(self._ctx, raw.status_code,
+                                   raw.http_response.content) from exc
         turn = parse_response(response, self.model)
         self._remember(turn, response)
         return turn
@@ -158,17 +163,17 @@ def translate_messages(messages: list[Message],
     for msg in messages:
         if msg.role == "tool":
             pending_results.append({"type": "tool_result", "tool_use_id": msg.tool_call_id or "",
-                                    "content": msg.content or "(no output)",
+                                    "content": _said(msg.content) or "(no output)",
                                     "is_error": bool(msg.is_error)})
         elif msg.role == "user":
-            pending_text.append({"type": "text", "text": msg.content or "(empty)"})
+            pending_text.append({"type": "text", "text": _said(msg.content) or "(empty)"})
         else:
             blocks: list[dict[str, Any]] = (blocks_for(msg) if blocks_for else None) or []
             if blocks:
                 flush_user()
                 out.append({"role": "assistant", "content": blocks})
                 continue
-            if msg.content:
+            if _said(msg.content):
                 blocks.append({"type": "text", "text": msg.content})
             for call in msg.tool_calls:
                 blocks.append({"type": "tool_use", "id": call.id, "name": call.name,
@@ -205,7 +210,7 @@ def parse_response(response: Any, model: str) -> Turn:
     if calls and stop == "other":
         stop = "tool_use"
     return Turn(
-        text="\n".join(t for t in texts if t),
+        text="\n".join(t for t in texts if _said(t)),
         tool_calls=calls,
         stop_reason=stop,  # type: ignore[arg-type]
         usage=Usage(input_tokens=_int(getattr(usage, "input_tokens", 0)),
@@ -214,6 +219,12 @@ def parse_response(response: Any, model: str) -> Turn:
                     cache_write_tokens=_int(getattr(usage, "cache_creation_input_tokens", 0))),
         model=getattr(response, "model", None) or model,
     )
+
+
+def _said(text: str | None) -> str:
+    """`text`, or "" when it holds only whitespace: the API refuses such text blocks, and a
+    model's "\\n\\n" before a tool call says nothing."""
+    return text if text and text.strip() else ""
 
 
 def raw_blocks(content: list[Any]) -> list[dict[str, Any]]:
@@ -226,7 +237,7 @@ def raw_blocks(content: list[Any]) -> list[dict[str, Any]]:
                         "signature": getattr(block, "signature", "")})
         elif kind == "redacted_thinking":
             out.append({"type": "redacted_thinking", "data": getattr(block, "data", "")})
-        elif kind == "text" and getattr(block, "text", ""):
+        elif kind == "text" and _said(getattr(block, "text", "")):
             out.append({"type": "text", "text": block.text})
         elif kind == "tool_use":
             args = getattr(block, "input", None)

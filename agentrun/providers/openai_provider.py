@@ -14,7 +14,7 @@ from typing import Any
 
 from agentrun.providers.base import Message, Request, ToolCall, Turn, Usage
 from agentrun.providers.errors import MalformedResponse, NotConfigured
-from agentrun.providers.sdk_errors import ErrorContext, classify
+from agentrun.providers.sdk_errors import ErrorContext, classify, invalid_response
 from agentrun.providers.tokens import estimate_request, estimate_tokens
 from agentrun.providers.urls import public_url, sdk_endpoint, url_secrets
 
@@ -76,9 +76,14 @@ class OpenAIProvider:
         client = self._ensure_client()
         params = build_params(self.model, request, official_api=self.official_api)
         try:
-            response = client.chat.completions.create(**params)
+            raw = client.chat.completions.with_raw_response.create(**params)
         except (json.JSONDecodeError, self._sdk.OpenAIError) as exc:
             raise classify(exc, self._sdk, self._ctx) from exc
+        try:
+            response = raw.parse()
+        except (ValueError, self._sdk.APIResponseValidationError) as exc:
+            raise invalid_response(self._ctx, raw.status_code,
+                                   raw.http_response.content) from exc
         return parse_response(response, self.model, request)
 
 

@@ -68,6 +68,19 @@ def classify(exc: BaseException, sdk: ModuleType, ctx: ErrorContext) -> Provider
                      "Retry; set AGENTRUN_DEBUG=1 to see the details.")
 
 
+def invalid_response(ctx: ErrorContext, status: int, body: bytes) -> MalformedResponse:
+    """A successful status with a body the SDK cannot parse (not UTF-8, not JSON, another
+    shape): say so with the status and the body's first bytes, never the decoder's words."""
+    where = public_url(ctx.base_url) if ctx.base_url else f"the {ctx.provider} API"
+    text = redact(body[:4096].decode("utf-8", errors="replace"), ctx.secrets)
+    start = " ".join(text.split())[:80]
+    shown = f": {start!r}" if start else " (an empty body)"
+    return _redacted(MalformedResponse, ctx,
+                     f"the model server returned an invalid response (HTTP {status}){shown}",
+                     f"The server at {where} is not speaking the {ctx.provider} API correctly; "
+                     f"check {ctx.base_url_var}, or retry.")
+
+
 def _status_error(exc: Any, sdk: ModuleType, ctx: ErrorContext, retries: str) -> ProviderError:
     status = getattr(exc, "status_code", 0) or 0
     detail = _server_message(exc)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from agentrun.errors import BadInput
 from agentrun.fsutil import atomic_write_json
 from agentrun.protocol import RunStatus, Status, StopReason
 from agentrun.providers.base import Usage
@@ -151,9 +152,41 @@ def save_state(path: Path, state: RunState) -> None:
 
 
 def load_state(path: Path) -> RunState | None:
+    """The checkpoint at `path`, or None when there is none.
+
+    A checkpoint that cannot be read back (not JSON, or JSON of another shape) is bad input:
+    ignoring it would hide the last run from `status` and make `--resume` start over silently.
+    """
     if not path.is_file():
         return None
     try:
-        return RunState.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, TypeError, KeyError):
-        return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+        problem = _shape_problem(data)
+        if problem is None:
+            return RunState.from_dict(data)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        problem = str(exc) or type(exc).__name__
+    raise BadInput(f"the execution state {path} cannot be read: {problem}",
+                   hint="run without --resume to start afresh (the new run replaces it), or "
+                        "delete the file")
+
+
+_TEXT_FIELDS = ("run_id", "spec_id", "spec_path", "mode", "base_commit", "started")
+_NESTED = (("waves", list), ("groups", dict), ("integration", list))
+
+
+def _shape_problem(data: Any) -> str | None:
+    """What makes `data` something other than a saved RunState, or None."""
+    if not isinstance(data, dict):
+        return f"expected a JSON object, found {type(data).__name__}"
+    for name in _TEXT_FIELDS:
+        if not isinstance(data.get(name), str):
+            return f"`{name}` is missing or not a string"
+    for name, kind in _NESTED:
+        value = data.get(name, kind())
+        if not isinstance(value, kind):
+            return f"`{name}` is not a {'list' if kind is list else 'mapping'}"
+        items = value.values() if isinstance(value, dict) else value
+        if not all(isinstance(item, dict) for item in items):
+            return f"an entry of `{name}` is not a mapping"
+    return None

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentrun.errors import BadInput
 from agentrun.fsutil import atomic_write_text
 from agentrun.report.escape import inline
 
@@ -72,9 +73,22 @@ def apply_update(text: str, update: StateUpdate) -> str:
     return "".join(lines)
 
 
+def read_state_md(path: Path) -> str:
+    """STATE.md's text ("" when absent); a file that is not UTF-8 is bad input, since a run
+    that rewrites it must not guess at bytes that are not its own."""
+    if not path.is_file():
+        return ""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path} is not UTF-8 text (byte {exc.start} cannot be decoded)",
+                       hint="save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`), or remove it "
+                            "and let the next run recreate it") from None
+
+
 def update_state_file(path: Path, update: StateUpdate) -> None:
     """Apply an update to STATE.md on disk, creating it from the template if absent."""
-    text = path.read_text(encoding="utf-8") if path.exists() else TEMPLATE
+    text = read_state_md(path) if path.exists() else TEMPLATE
     new = apply_update(text, update)
     if new != text or not path.exists():
         atomic_write_text(path, new)

@@ -7,7 +7,9 @@ way and so needs the same guarantees.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +17,8 @@ from pathlib import Path
 from agentrun import workspace
 from agentrun.errors import CannotStart
 from agentrun.fsutil import relpath
+from agentrun.project import find_project
+from agentrun.report.state_md import read_state_md
 from agentrun.spec.model import Spec
 
 # the run's own files: changes to them never make the tree dirty
@@ -28,6 +32,10 @@ def preflight(root: Path, spec: Spec, *, allow_dirty: bool) -> None:
         raise CannotStart("HEAD is detached; a run merges into a branch",
                           hint="check out the branch to merge into, e.g. `git switch main`")
     workspace.head_commit(root)  # CannotStart when there is no commit yet
+    project = find_project(spec.path)
+    read_state_md(project.state_md)  # BadInput before any work when it cannot be rewritten
+    check_writable([project.specflow, project.execution_dir, project.runs_dir,
+                    spec.path.resolve().parent])
     spec_rel = relpath(spec.path, root)
     dirty = [p for p in workspace.dirty_paths(root, ignore=OWN_PATHS) if p != spec_rel]
     if dirty and not allow_dirty:
@@ -43,6 +51,25 @@ def preflight(root: Path, spec: Spec, *, allow_dirty: bool) -> None:
         raise CannotStart(f"uncommitted changes to files this spec touches: "
                           f"{', '.join(overlap)}",
                           hint="commit or stash them first; a merge could overwrite them")
+
+
+def check_writable(folders: list[Path]) -> None:
+    """Refuse to start (exit 3) when a folder the run writes to cannot take a new file.
+
+    A run that found out at its end could not record work it had already merged. A real
+    file is created and removed, so read-only mounts count too, not just permission bits.
+    """
+    for folder in dict.fromkeys(folders):
+        if not folder.is_dir():
+            continue
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".agentrun-probe-", dir=folder)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise CannotStart(f"cannot write to {folder}: {exc.strerror or exc}",
+                              hint=f"make it writable (e.g. `chmod u+w {folder}`) and run "
+                                   "again") from None
 
 
 @contextlib.contextmanager

@@ -1,0 +1,155 @@
+"""Bad input and faults around a run: each is one message with its exit code, never a
+traceback, and found before any worktree is created."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from clirun import ENTRY_POINT, CliResult, agentrun, cli_env, finish, start
+from gitutil import run_git
+from runkit import make_project, scripted, spec_text, writes
+
+TWO = [("G1", [], "one.txt"), ("G2", [], "two.txt")]
+
+
+def two_groups(root):
+    script = {"groups": {"G1": writes("one.txt", "1\n"), "G2": writes("two.txt", "2\n")}}
+    return make_project(root, "SPEC-1", spec_text("SPEC-1", TWO), script)
+
+
+def no_worktrees(root) -> bool:
+    return len(run_git(root, "worktree", "list").splitlines()) == 1
+
+
+def assert_one_message(proc, code: int, *words: str) -> None:
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    for word in words:
+        assert word in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("command", [("status",), ("plan",), ("run", *scripted()),
+                                     ("run", "SPEC-1", *scripted())])
+def test_state_md_that_is_not_utf8_is_bad_input(tmp_path, command):
+    root = two_groups(tmp_path / "p")
+    state = root / ".specflow/STATE.md"
+    state.write_bytes(state.read_bytes().replace(b"keep this row", b"caf\xe9 row"))
+    proc = agentrun(*command, cwd=root)
+    assert_one_message(proc, 2, "STATE.md", "UTF-8")
+    assert no_worktrees(root) and not (root / ".specflow/execution").exists()
+
+
+@pytest.mark.parametrize("payload", [[1, 2], {"groups": []}, {"run_id": 5, "groups": {"G1": 3}},
+                                     "text", {"status": "bogus"}])
+def test_checkpoint_of_the_wrong_shape_is_bad_input(tmp_path, payload):
+    root = two_groups(tmp_path / "p")
+    checkpoint = root / ".specflow/execution/SPEC-1-state.json"
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_text(json.dumps(payload))
+    for command in (("status",), ("run", "SPEC-1", *scripted("--resume"))):
+        proc = agentrun(*command, cwd=root)
+        assert_one_message(proc, 2, "SPEC-1-state.json", "without --resume")
+    assert no_worktrees(root)
+
+
+@pytest.mark.parametrize("kind, words", [("missing", "not found"), ("directory", "cannot read"),
+                                         ("binary", "cannot read"),
+                                         ("wrong shape", "invalid script")])
+def test_a_bad_script_is_refused_before_any_worker_starts(tmp_path, kind, words):
+    root = two_groups(tmp_path / "p")
+    script = root / ".specflow/script.yaml"
+    if kind == "missing":
+        script.unlink()
+    elif kind == "directory":
+        script.unlink()
+        script.mkdir()
+    elif kind == "binary":
+        script.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00\x01")
+    else:
+        script.write_text("groups: [1, 2]\n")
+    proc = agentrun("run", "SPEC-1", *scripted("--allow-dirty"), cwd=root)
+    assert_one_message(proc, 2, "script.yaml", words)
+    assert no_worktrees(root) and not (root / ".specflow/execution").exists()
+    assert not (root / ".specflow/runs").exists()
+
+
+def slow_project(root):
+    script = {"groups": {"G1": writes("one.txt", "1\n", latency=30),
+                         "G2": writes("two.txt", "2\n", latency=30)}}
+    return make_project(root, "SPEC-1", spec_text("SPEC-1", TWO), script)
+
+
+def catches(pid: int, sig: int) -> bool:
+    """Whether process `pid` has a handler for `sig` now (Linux: SigCgt in /proc)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(mask, 16) >> (sig - 1) & 1)
+
+
+def wait_for_handler(pid: int, sig: int, limit: float) -> None:
+    deadline = time.monotonic() + limit
+    while not catches(pid, sig) and time.monotonic() < deadline:
+        time.sleep(0.002)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_every_interrupt_is_exit_130_with_one_line(tmp_path, sig):
+    """Right after the interpreter starts, while the CLI imports, through preparation and
+    into the run. Delays count from when the interpreter is up (it handles SIGINT) and agentrun
+    handles SIGTERM, or 0.15 s later at most: a signal before the interpreter runs any code is
+    the operating system's to handle."""
+    outcomes = []
+    for i, delay in enumerate((0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.5)):
+        root = slow_project(tmp_path / f"p{i}")
+        proc = start("run", "SPEC-1", *scripted()[:-1], cwd=root)  # plain output
+        wait_for_handler(proc.pid, signal.SIGINT, 10)
+        wait_for_handler(proc.pid, signal.SIGTERM, 0.15)
+        time.sleep(delay)
+        proc.send_signal(sig)
+        done = finish(proc, timeout=90)
+        outcomes.append((delay, done.returncode, done.stderr))
+    for delay, code, stderr in outcomes:
+        assert code == 130, (delay, code, stderr)
+        assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, (delay, stderr)
+        assert len([line for line in stderr.splitlines() if sig.name in line]) == 1, \
+            (delay, stderr)
+
+
+def read_only_run(root, folder) -> CliResult:
+    """`agentrun run` with `folder` read-only: chmod for a user, a read-only bind mount for
+    root (whom permission bits do not stop)."""
+    argv = [str(ENTRY_POINT), "run", "SPEC-1", *scripted()[:-1]]
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+    elif shutil.which("bwrap"):
+        argv = ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(folder), str(folder), *argv]
+    else:
+        pytest.skip("root without bubblewrap cannot make a folder read-only")
+    try:
+        proc = subprocess.run(argv, cwd=root, env=cli_env(), capture_output=True, text=True,
+                              timeout=120)
+    finally:
+        folder.chmod(0o755)
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.mark.parametrize("folder", [".specflow", ".specflow/specs"])
+def test_a_read_only_folder_the_run_writes_is_refused_up_front(tmp_path, folder):
+    root = two_groups(tmp_path / "p")
+    head = run_git(root, "rev-parse", "HEAD")
+    proc = read_only_run(root, root / folder)
+    if "bwrap:" in proc.stderr:
+        pytest.skip(f"bubblewrap cannot run here: {proc.stderr.strip()}")
+    assert_one_message(proc, 3, f"cannot write to {root / folder}", "chmod")
+    assert no_worktrees(root) and run_git(root, "rev-parse", "HEAD") == head
+    assert not (root / ".specflow/execution").exists()
