@@ -69,7 +69,13 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
         # the orchestrator creates worktrees without files, to be quick; a fresh checkout is
         # HEAD exactly, which spares the first attempt's snapshot a scan of every file
         start = checkout_snapshot(worktree) if populate_worktree(worktree) else None
+        pointer = git_pointer(worktree)
         outcome, model = _run_attempts(assignment, cancel, progress, provider, sandbox, start)
+        if git_pointer(worktree) != pointer:  # git would now follow the model's choice
+            raise AgentrunError(
+                "the worktree's .git was changed during the run, so its git directory is not "
+                "the one agentrun created; nothing was committed",
+                hint=f"inspect {worktree}/.git; the agent must not touch .git")
         result = _result_from_git(assignment, outcome, model, worktree)
     except Exception as exc:  # the boundary of the worker: report, never crash silently
         message = exc.message if isinstance(exc, AgentrunError) else f"{type(exc).__name__}: {exc}"
@@ -130,6 +136,17 @@ def _base_result(a: Assignment, **fields: Any) -> WorkerResult:
     ids = a.group_ids
     return WorkerResult(group=ids[0], groups=ids, batch=a.batch,
                         branch=a.branch, worktree=a.worktree, **fields)
+
+
+def git_pointer(worktree: Path) -> tuple[str, str]:
+    """What `worktree/.git` is — a linked worktree's `gitdir:` file, or a checkout's own
+    directory — read without running git, to compare before agentrun's own git commands."""
+    dot_git = worktree / ".git"
+    if dot_git.is_symlink():
+        return ("symlink", str(dot_git.readlink()))
+    if dot_git.is_file():
+        return ("file", dot_git.read_text(encoding="utf-8", errors="replace"))
+    return ("dir" if dot_git.is_dir() else "missing", "")
 
 
 def _result_from_git(a: Assignment, outcome, model: str, worktree: Path) -> WorkerResult:

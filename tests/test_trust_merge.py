@@ -138,3 +138,23 @@ def test_file_tools_refuse_git_internals(tmp_path):
     transcript = (Path(proc.json["run_dir"]) / "workers/single/transcript.jsonl").read_text()
     assert "'.git' is inside .git" in transcript
     assert run_git(root, "show", "HEAD:src/a.py") == "A = 1"
+
+
+def test_a_worktree_whose_git_pointer_was_replaced_is_not_committed(tmp_path):
+    """Without the sandbox (which keeps `.git` read-only), a command repoints the worktree's
+    `.git` at another repository: the worker notices before its own git commands, commits
+    nothing anywhere, and fails the group."""
+    elsewhere = tmp_path / "elsewhere"
+    run_git(tmp_path, "init", "-q", str(elsewhere))
+    repoint = f"echo 'gitdir: {elsewhere}/.git' > .git"
+    write, *finish = writes("src/a.py", "A = 1\n")
+    script = {"groups": {"G1": [write, command(repoint), *finish]}}
+    root = make_project(tmp_path / "p", "SPEC-75", spec_text("SPEC-75", TWO[:1]), script)
+    before = run_git(root, "rev-parse", "HEAD")
+    proc = agentrun("run", "SPEC-75", *scripted("--sandbox", "off"), cwd=root)
+    assert proc.returncode == 1, proc.stderr
+    group = proc.json["groups"]["G1"]
+    assert group["status"] == "failed" and ".git was changed" in group["error"]
+    assert not (root / "src/a.py").exists()
+    assert run_git(root, "log", "-1", "--format=%H", before) == before
+    assert run_git(elsewhere, "rev-list", "--all") == ""  # nothing committed there either
