@@ -14,13 +14,13 @@ from agentrun.audit.estimates import Thresholds
 from agentrun.audit.runner import (
     AuditOptions,
     ModelAccess,
-    SpecChanged,
     audit_spec,
     audit_specs,
 )
 from agentrun.plan import build_plan
 from agentrun.project import Project
 from agentrun.spec import load_spec
+from agentrun.spec.writeback import SpecChanged
 
 WHEN = datetime(2026, 3, 2, 16, 40)
 

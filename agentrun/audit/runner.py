@@ -36,7 +36,6 @@ from agentrun.errors import (
     PlanError,
     SpecError,
 )
-from agentrun.fsutil import atomic_write_text
 from agentrun.plan import build_plan
 from agentrun.project import Project
 from agentrun.providers.base import Provider, Usage
@@ -44,7 +43,12 @@ from agentrun.providers.errors import NotConfigured
 from agentrun.providers.registry import create_provider
 from agentrun.spec import load_spec, parse_spec
 from agentrun.spec.model import Spec
-from agentrun.spec.writeback import append_to_section, next_audit_version, set_frontmatter_value
+from agentrun.spec.writeback import (
+    append_to_section,
+    next_audit_version,
+    replace_if_unchanged,
+    set_frontmatter_value,
+)
 
 APPROVED = "APPROVED"
 NEEDS_REVISION = "NEEDS_REVISION"
@@ -52,12 +56,6 @@ NEEDS_DECOMPOSITION = "NEEDS_DECOMPOSITION"
 INVALID = "INVALID"  # the spec could not be read or parsed
 ERROR = "ERROR"  # the auditor gave no usable verdict
 MEASURED = "**Context estimate**: "  # marks the critical issues the measurement adds
-
-
-class SpecChanged(AgentrunError):
-    """The spec file changed on disk while it was being audited; nothing was written."""
-
-    exit_code = EXIT_FAILED
 
 
 @dataclass(frozen=True)
@@ -312,21 +310,9 @@ def _record(result: SpecAudit, spec: Spec, text: str, options: AuditOptions,
     new = set_frontmatter_value(new, "status", result.frontmatter_status)
     parse_spec(new, spec.path)  # what we write must read back (SpecError otherwise)
     if not options.dry_run:
-        _write(spec, new)
+        replace_if_unchanged(spec.path, spec.text, new, "audit")
         result.written = True
     return result
-
-
-def _write(spec: Spec, new: str) -> None:
-    try:
-        current = spec.path.read_bytes()
-    except OSError as exc:
-        raise SpecChanged(f"cannot read {spec.path} again before writing: {exc}",
-                          hint="check the file, then audit again") from None
-    if current != spec.text.encode("utf-8"):
-        raise SpecChanged(f"{spec.path} changed while it was being audited; nothing was "
-                          "written", hint="audit it again")
-    atomic_write_text(spec.path, new)
 
 
 # -- many specs -----------------------------------------------------------------------------

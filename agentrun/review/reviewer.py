@@ -20,10 +20,9 @@ from typing import Any
 from agentrun.agent.definitions import AgentDefinition, load_agent
 from agentrun.agent.terminator import limits_for
 from agentrun.attempts import run_agent
-from agentrun.audit.runner import ModelAccess, SpecChanged
+from agentrun.audit.runner import ModelAccess
 from agentrun.errors import Interrupted
 from agentrun.executors.base import AgentTask
-from agentrun.fsutil import atomic_write_text
 from agentrun.project import Project
 from agentrun.protocol import StopReason
 from agentrun.providers.base import Usage
@@ -34,7 +33,7 @@ from agentrun.review.verdict import Review, ReviewResult, decide, review_model
 from agentrun.sandbox.choice import make_sandbox
 from agentrun.spec import load_spec, parse_spec
 from agentrun.spec.model import Spec
-from agentrun.spec.writeback import append_to_section, set_frontmatter_value
+from agentrun.spec.writeback import append_to_section, replace_if_unchanged, set_frontmatter_value
 
 REVIEWER = "code-reviewer"
 READ_ONLY_TOOLS = ("read_file", "list_files", "search_files")
@@ -130,15 +129,7 @@ def _record(result: SpecReview, review: Review, spec: Spec, project: Project, mo
     new = append_to_section(spec.text, SECTION, result.entry)
     new = set_frontmatter_value(new, "status", result.status)
     parse_spec(new, spec.path)  # what we write must read back (SpecError otherwise)
-    try:
-        current = spec.path.read_bytes()
-    except OSError as exc:
-        raise SpecChanged(f"cannot read {spec.path} again before writing: {exc}",
-                          hint="check the file, then review again") from None
-    if current != spec.text.encode("utf-8"):
-        raise SpecChanged(f"{spec.path} changed while it was being reviewed; nothing was "
-                          "written", hint="review it again")
-    atomic_write_text(spec.path, new)
+    replace_if_unchanged(spec.path, spec.text, new, "review")
     if project.state_md.is_file():
         approved = result.result == ReviewResult.APPROVED
         update_state_file(project.state_md, StateUpdate(

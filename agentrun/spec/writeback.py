@@ -9,10 +9,12 @@ fence is never taken for the end of a section.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import yaml
 
-from agentrun.errors import SpecError
+from agentrun.errors import EXIT_FAILED, AgentrunError, SpecError
+from agentrun.fsutil import atomic_write_text
 from agentrun.spec import frontmatter
 from agentrun.spec.markdown import Doc, Heading, norm_title, plain, split_lines
 from agentrun.yamlload import safe_load
@@ -248,3 +250,23 @@ def next_audit_version(text: str) -> int:
     versions = [int(m.group(1)) for h in doc.headings_within(start, end) if h.level >= 3
                 for m in [_AUDIT.search(plain(h.inline.children or []))] if m]
     return max(versions, default=0) + 1
+
+
+class SpecChanged(AgentrunError):
+    """The spec file changed on disk while it was being worked on; nothing was written."""
+
+    exit_code = EXIT_FAILED
+
+
+def replace_if_unchanged(path: Path, read: str, new: str, activity: str) -> None:
+    """Write `new` to `path` (atomically) only if the file still holds the text `read`, so a
+    person's edit made while an agent audited or reviewed the spec is never overwritten."""
+    try:
+        current = path.read_bytes()
+    except OSError as exc:
+        raise SpecChanged(f"cannot read {path} again before writing: {exc}",
+                          hint=f"check the file, then {activity} again") from None
+    if current != read.encode("utf-8"):
+        raise SpecChanged(f"{path} changed while it was being {activity}ed; nothing was "
+                          "written", hint=f"{activity} it again")
+    atomic_write_text(path, new)
