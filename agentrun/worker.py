@@ -33,6 +33,7 @@ from agentrun.providers.registry import ProviderConfig, create_provider
 from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.choice import make_sandbox
 from agentrun.tools.base import CommandPolicy
+from agentrun.tools.environment import discard_private_home
 from agentrun.workspace import populate_worktree
 
 
@@ -85,6 +86,7 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
             import traceback
 
             result.error = f"{message}\n{traceback.format_exc()}"
+    discard_private_home()
     result.duration_s = round(time.monotonic() - started, 3)
     result.write(Path(assignment.result_path))
     progress.emit({"type": "done", "status": result.status, "stop_reason": result.stop_reason})

@@ -156,6 +156,7 @@ class ProcessHandle:
         """Kill the worker, then the commands it left running (they have sessions of their
         own, so killing the worker's group does not reach them). Each group is checked again
         while the worker still lives: once it is dead, its commands belong to init."""
+        self.relay_progress()  # a command started since the last poll is killed too
         worker = self.proc.process.pid
         ours = {g for g in self.commands if worker is not None and started_by(g, worker)}
         self.proc.kill(reason)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -38,6 +39,14 @@ def private_home() -> Path:
     """A HOME of this process's own, so a command neither reads the user's dotfiles (tokens in
     `~/.netrc`, `~/.config/gh`, ...) nor writes into them."""
     return Path(tempfile.mkdtemp(prefix="agentrun-home-"))
+
+
+def discard_private_home() -> None:
+    """Remove this process's private HOME, if one was made (a worker's last act): whatever
+    commands left there goes with it, and the next command gets a fresh one."""
+    if private_home.cache_info().currsize:
+        shutil.rmtree(private_home(), ignore_errors=True)
+        private_home.cache_clear()
 
 
 def command_env(extra: Iterable[str] = (), secret_suffixes: Iterable[str] | None = None,
