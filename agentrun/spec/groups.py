@@ -5,10 +5,11 @@ disagreements between the two are what its lint reports."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from markdown_it.token import Token
 
+from agentrun.spec.group_defs import Found, GroupDef, merge
 from agentrun.spec.markdown import (
     Doc,
     Heading,
@@ -53,35 +54,9 @@ _WAVE_LINE = re.compile(r"^\s*(?:[-*+•]\s*|\d+[.)]\s*)?wave\s*0*(\d{1,6})(?!\d
 _FILE_SPLIT = re.compile(r"[\s,;]+")
 
 
-@dataclass
-class _Def:
-    """One definition of a group: a table row or a heading with its body."""
-
-    gid: str
-    line: int  # 1-based
-    title: str = ""
-    tasks: list[str] = field(default_factory=list)
-    deps: list[str] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-    wave: int | None = None
-    est: str | None = None
-    segment: str | None = None
-    source: str = ""  # which table or "heading": one group defined twice in one source is a slip
-
-
-@dataclass
-class _Found:
-    defs: list[_Def] = field(default_factory=list)
-    waves: list[tuple[int, str, int]] = field(default_factory=list)  # (line, group, wave)
-
-    def declare(self, line: int, refs: list[str], wave: int | None) -> None:
-        if wave is not None:
-            self.waves.extend((line, gid, wave) for gid in refs)
-
-
 def extract(doc: Doc) -> tuple[list[TaskGroup], dict[str, int]]:
     """Task groups (merged by id, in order of first definition) and declared waves."""
-    found = _Found()
+    found = Found()
     tables_seen: set[int] = set()
     fences_seen: set[int] = set()
     impl = doc.find(IMPL_TITLES, levels=(2, 3))
@@ -104,7 +79,7 @@ def extract(doc: Doc) -> tuple[list[TaskGroup], dict[str, int]]:
         for inline in doc.paragraphs(start, end):
             for n, part in enumerate(split_lines_of(children(inline))):
                 _read_wave_line(plain(part), inline.map[0] + n + 1 if inline.map else 0, found)
-    return _merge(found)
+    return merge(found)
 
 
 # -- tables ---------------------------------------------------------------------------------
@@ -166,7 +141,7 @@ def _cell(cells: list[Token], index: int | None) -> list[Token]:
     return children(cells[index])
 
 
-def _read_table(table: Table, found: _Found, allow_groups: bool) -> None:
+def _read_table(table: Table, found: Found, allow_groups: bool) -> None:
     cols = _columns(table)
     listing = cols.groups if cols.groups is not None else cols.group
     if cols.wave is not None and listing is not None and cols.tasks is None \
@@ -180,7 +155,7 @@ def _read_table(table: Table, found: _Found, allow_groups: bool) -> None:
         cols.group = 0
     if cols.group is None:
         return
-    last: _Def | None = None
+    last: GroupDef | None = None
     for line, cells in table.rows:
         row = _read_row(cols, cells, line + 1)
         if row is None:
@@ -194,7 +169,7 @@ def _read_table(table: Table, found: _Found, allow_groups: bool) -> None:
             found.defs.append(row)
 
 
-def _read_row(cols: _Columns, cells: list[Token], line: int) -> _Def | None:
+def _read_row(cols: _Columns, cells: list[Token], line: int) -> GroupDef | None:
     parsed = parse_group_cell(plain(_cell(cells, cols.group)))
     if parsed is None:
         return None
@@ -203,7 +178,7 @@ def _read_row(cols: _Columns, cells: list[Token], line: int) -> _Def | None:
     if seg_text and not is_none(seg_text):
         segment = _segment_label(seg_text)
     est = plain(_cell(cells, cols.est))
-    row = _Def(gid, line, segment=segment, est=None if is_none(est) else est)
+    row = GroupDef(gid, line, segment=segment, est=None if is_none(est) else est)
     row.title = plain(_cell(cells, cols.title)) or rest
     if cols.wave is not None:
         row.wave = first_int(plain(_cell(cells, cols.wave)))
@@ -213,7 +188,7 @@ def _read_row(cols: _Columns, cells: list[Token], line: int) -> _Def | None:
     return row
 
 
-def _continue_row(row: _Def, cols: _Columns, cells: list[Token]) -> None:
+def _continue_row(row: GroupDef, cols: _Columns, cells: list[Token]) -> None:
     row.tasks.extend(_cell_tasks(_cell(cells, cols.tasks)))
     files: list[str] = []
     for cell in cells:
@@ -248,7 +223,7 @@ def _segment_label(text: str) -> str:
 
 # -- one heading per group ------------------------------------------------------------------
 
-def _read_group_headings(doc: Doc, impl: Heading, start: int, end: int, found: _Found) -> None:
+def _read_group_headings(doc: Doc, impl: Heading, start: int, end: int, found: Found) -> None:
     inside = [h for h in doc.headings_within(start, end) if h.level > impl.level]
     wave: tuple[int, int] | None = None  # (heading level, wave number) of an enclosing `Wave N`
     for pos, heading in enumerate(inside):
@@ -276,9 +251,9 @@ def _read_group_headings(doc: Doc, impl: Heading, start: int, end: int, found: _
 
 
 def _heading_def(doc: Doc, heading: Heading, parsed: tuple[str, str | None, str],
-                 body_end: int) -> _Def:
+                 body_end: int) -> GroupDef:
     gid, segment, rest = parsed
-    group = _Def(gid, heading.line + 1, segment=segment, source="heading")
+    group = GroupDef(gid, heading.line + 1, segment=segment, source="heading")
     group.title = _title_notes(rest, group)
     start = heading.index + 3
     for inline in doc.paragraphs(start, body_end):
@@ -318,7 +293,7 @@ def _heading_def(doc: Doc, heading: Heading, parsed: tuple[str, str | None, str]
     return group
 
 
-def _title_notes(rest: str, group: _Def) -> str:
+def _title_notes(rest: str, group: GroupDef) -> str:
     """Take `(depends on G1)`, `(Wave 2)`, `(no dependencies)` and `— depends on G1` out of
     a group heading's title into the group."""
 
@@ -345,7 +320,7 @@ def _title_notes(rest: str, group: _Def) -> str:
     return re.sub(r"\s+", " ", title).strip(" -–—:")
 
 
-def _read_key_line(text: str, group: _Def) -> None:
+def _read_key_line(text: str, group: GroupDef) -> None:
     m = _KEY.match(text)
     if m is None:
         return
@@ -365,7 +340,7 @@ def _read_key_line(text: str, group: _Def) -> None:
 
 # -- declared waves -------------------------------------------------------------------------
 
-def _read_wave_fences(doc: Doc, start: int, end: int, found: _Found, seen: set[int]) -> None:
+def _read_wave_fences(doc: Doc, start: int, end: int, found: Found, seen: set[int]) -> None:
     """`Wave 1: [G1, G2]` lines of fenced blocks: the one kind of fence read on purpose."""
     for tok in doc.fences(start, end):
         if id(tok) in seen or not tok.map:
@@ -376,41 +351,10 @@ def _read_wave_fences(doc: Doc, start: int, end: int, found: _Found, seen: set[i
             _read_wave_line(line.replace("*", "").replace("`", ""), first + n, found)
 
 
-def _read_wave_line(text: str, line: int, found: _Found) -> None:
+def _read_wave_line(text: str, line: int, found: Found) -> None:
     m = _WAVE_LINE.match(text)
     if m:
         items = m.group(2)
         if "[" in items and "]" in items:
             items = items[items.index("[") + 1:items.rindex("]")]
         found.declare(line, wave_refs(items), int(m.group(1)))
-
-
-# -- merging --------------------------------------------------------------------------------
-
-def _merge(found: _Found) -> tuple[list[TaskGroup], dict[str, int]]:
-    declared: dict[str, int] = {}
-    for _, gid, wave in sorted(found.waves, key=lambda w: w[0]):
-        declared.setdefault(gid, wave)
-    groups: dict[str, TaskGroup] = {}
-    unsegmented: dict[tuple[str, str], int] = {}  # (group, source) -> line of its definition
-    for d in sorted(found.defs, key=lambda d: d.line):
-        g = groups.get(d.gid)
-        if g is None:
-            g = groups[d.gid] = TaskGroup(id=d.gid, title=d.title, line=d.line)
-        if d.segment is None:
-            if (d.gid, d.source) in unsegmented:
-                g.duplicate_lines.append(d.line)  # segments merge; a second plain row is a slip
-            unsegmented.setdefault((d.gid, d.source), d.line)
-        if d.gid in d.deps and d.segment is None:  # a segment may follow its sibling
-            g.self_dependency = True
-        g.title = g.title or d.title
-        g.tasks.extend(t for t in d.tasks if t not in g.tasks)
-        g.dependencies = unique(g.dependencies + [x for x in d.deps if x != d.gid])
-        g.files = unique(g.files + d.files)
-        g.est_context = g.est_context or d.est
-        if d.segment and d.segment not in g.segments:
-            g.segments.append(d.segment)
-    for g in groups.values():
-        g.declared_wave = declared.get(g.id)
-    return list(groups.values()), declared
-
