@@ -31,6 +31,7 @@ from agentrun.agent.prompts import render
 from agentrun.agent.results import AttemptResult
 from agentrun.agent.runtime import Runtime
 from agentrun.agent.subagent import ALWAYS_TOOLS, LoopHooks
+from agentrun.agent.terminator import stop_message
 from agentrun.agent.transcript import truncate
 from agentrun.errors import Interrupted
 from agentrun.protocol import Status, StopReason
@@ -328,7 +329,8 @@ class Conversation:
 
     def stop(self, reason: str, error: str | None = None,
              escalated: bool = False) -> AttemptResult:
-        error = error or self._stop_error(reason)
+        error = error or stop_message(reason, self.rt.limits, self.rt.tracker, self.breaker,
+                                      self.max_steps)
         self.record("terminator", stop_reason=reason, error=error)
         done = "; ".join(self.actions[-10:])
         summary = f"Stopped ({reason}) after {self.steps} steps."
@@ -338,23 +340,6 @@ class Conversation:
             summary += f" Last note: {truncate(self.last_thought, 300)}"
         return self._result(reason, Status.BLOCKED if escalated else Status.FAILED, summary,
                             error=error, escalated=escalated)
-
-    def _stop_error(self, reason: str) -> str:
-        limits, tracker = self.rt.limits, self.rt.tracker
-        if reason == "max_steps":
-            return f"reached the step limit ({self.max_steps}) before finishing"
-        if reason == "timeout":
-            return f"ran out of time (limit {limits.max_duration_s:g}s)"
-        if reason == "budget":
-            return f"token budget exhausted ({tracker.used} of {tracker.budget} tokens)"
-        if reason == "circuit_breaker":
-            if self.breaker.tripped:
-                return f"circuit breaker: {self.breaker.backtracks} backtracks, the approach " \
-                       f"is beyond recovery"
-            return f"circuit breaker: {self.breaker.failed_steps} consecutive failed steps"
-        if reason == "interrupted":
-            return "interrupted"
-        return reason
 
     def _result(self, reason: str, status: str, summary: str, **extra: Any) -> AttemptResult:
         return AttemptResult(stop_reason=reason, status=status, summary=summary,

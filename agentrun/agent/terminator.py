@@ -17,6 +17,7 @@ from agentrun.config import DEFAULT_RETRIES, DEFAULT_TOKEN_BUDGET
 from agentrun.errors import BadInput
 
 if TYPE_CHECKING:
+    from agentrun.agent.breakers import CircuitBreaker
     from agentrun.agent.budget import TokenTracker
     from agentrun.agent.definitions import AgentDefinition
 
@@ -159,3 +160,20 @@ class Terminator:
 
     def time_left(self) -> float:
         return self.deadline - self.clock()
+
+
+def stop_message(reason: str, limits: Limits, tracker: TokenTracker, breaker: CircuitBreaker,
+                 max_steps: int) -> str:
+    """Why a conversation was stopped, in words for the result's error."""
+    if reason == "max_steps":
+        return f"reached the step limit ({max_steps}) before finishing"
+    if reason == "timeout":
+        return f"ran out of time (limit {limits.max_duration_s:g}s)"
+    if reason == "budget":
+        return f"token budget exhausted ({tracker.used} of {tracker.budget} tokens)"
+    if reason == "circuit_breaker":
+        if breaker.tripped:
+            return f"circuit breaker: {breaker.backtracks} backtracks, the approach " \
+                   f"is beyond recovery"
+        return f"circuit breaker: {breaker.failed_steps} consecutive failed steps"
+    return reason
