@@ -21,7 +21,7 @@ from agentrun.agent.budget import TokenTracker
 from agentrun.agent.conversation import tool_names_for
 from agentrun.agent.prompts import render
 from agentrun.agent.snapshots import Snapshot, restore_snapshot, take_snapshot
-from agentrun.agent.transcript import Redactor, Transcript
+from agentrun.agent.transcript import Redactor, Transcript, emit_safely
 from agentrun.errors import AgentrunError
 from agentrun.executors.base import AgentTask, Attempt, AttemptOutcome, Budget, Executor
 from agentrun.executors.builtin import BuiltinExecutor
@@ -215,13 +215,8 @@ class _Run:
         self.transcript.record(type, **data)
 
     def emit(self, event: dict[str, Any]) -> None:
-        """Progress for the live display; a broken display must not break the run."""
-        if self.on_event is None:
-            return
-        try:
-            self.on_event(event)
-        except Exception as exc:  # noqa: BLE001 - display code is not ours to crash on
-            self.record("on_event_error", error=f"{type(exc).__name__}: {exc}")
+        """Progress for the live display (see `emit_safely`)."""
+        emit_safely(self.on_event, event, self.transcript)
 
 
 def _outcome(results: list[AttemptOutcome], redactor: Redactor) -> AgentOutcome:

@@ -12,7 +12,7 @@ from typing import Any
 from agentrun.agent.budget import TokenTracker
 from agentrun.agent.interaction import ask_yes_no
 from agentrun.agent.terminator import Limits, Terminator
-from agentrun.agent.transcript import Transcript
+from agentrun.agent.transcript import Transcript, emit_safely
 from agentrun.providers.base import Provider
 from agentrun.sandbox.base import Sandbox
 from agentrun.tools.base import CommandPolicy
@@ -40,13 +40,8 @@ class Runtime:
         self.transcript.record(type, **data)
 
     def emit(self, event: dict[str, Any]) -> None:
-        """Progress for the live display; a broken display must not break the agent."""
-        if self.on_event is None:
-            return
-        try:
-            self.on_event(event)
-        except Exception as exc:  # noqa: BLE001 - display code is not ours to crash on
-            self.record("on_event_error", error=f"{type(exc).__name__}: {exc}")
+        """Progress for the live display (see `emit_safely`)."""
+        emit_safely(self.on_event, event, self.transcript)
 
     def wait(self, seconds: float) -> None:
         """Back off for `seconds`, waking early when cancelled or out of time."""

@@ -12,7 +12,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +131,15 @@ def _clip(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_clip(v) for v in value]
     return value
+
+
+def emit_safely(on_event: Callable[[dict[str, Any]], None] | None, event: dict[str, Any],
+                transcript: Transcript) -> None:
+    """Pass a progress event to the live display; a broken display must not break the work
+    (its error goes to the transcript)."""
+    if on_event is None:
+        return
+    try:
+        on_event(event)
+    except Exception as exc:  # noqa: BLE001 - display code is not ours to crash on
+        transcript.record("on_event_error", error=f"{type(exc).__name__}: {exc}")
