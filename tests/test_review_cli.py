@@ -139,3 +139,16 @@ def test_no_model_configured_exits_3(tmp_path):
            "AGENTRUN_PROVIDER": "", "AGENTRUN_MODEL": ""}
     proc = agentrun("review", "SPEC-1", cwd=root, env=env)
     assert proc.returncode == 3, proc.stderr
+
+
+def test_a_spec_without_acceptance_criteria_is_not_approved(tmp_path):
+    """Nothing to check against is bad input, never an approval with nothing checked."""
+    root = ran_project(tmp_path, [])
+    spec = root / SPEC
+    text = spec.read_text()
+    spec.write_text(text.replace("- [ ] every file exists\n- [ ] nothing else changes\n", ""))
+    before = spec.read_text()
+    proc = agentrun("review", "SPEC-1", *REVIEW, cwd=root)
+    assert proc.returncode == 2, proc.stderr
+    assert "no acceptance criteria" in proc.stderr
+    assert spec.read_text() == before

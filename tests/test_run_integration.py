@@ -17,6 +17,7 @@ from agentrun.run import scheduler
 from agentrun.run.integration import IntegrationChecker, Merge, find_culprits, undo_wave
 from agentrun.run.verify import empty_claim
 from agentrun.sandbox.local import LocalSandbox
+from agentrun.tools.base import CommandPolicy
 
 
 class Breaks:
@@ -184,3 +185,19 @@ def test_a_check_that_cannot_run_is_no_pass(wave):
     check = broken.check("1", base, head(root), merges)
     assert not check.ok and check.culprits == []
     assert check.note.startswith("could not create a worktree to check in")
+
+
+def test_the_check_runs_with_the_variables_the_project_lets_commands_see(wave, monkeypatch):
+    """The workers' `command_env` reaches the integration check too, so a check that needs
+    it does not fail only on the merged result."""
+    root, base, _merges = wave
+    monkeypatch.setenv("APP_SETTING", "on")
+    needs = 'test "$APP_SETTING" = on'
+
+    def check(policy: CommandPolicy | None):
+        return IntegrationChecker(root, root / "runs" / "integration",
+                                  lambda n: f"agentrun/t/{n}", needs, 60,
+                                  lambda _wt: LocalSandbox(), threading.Event(), policy)
+
+    assert not check(None).run_on(base, []).ok  # allow-listed environment: not passed
+    assert check(CommandPolicy(env_allow=("APP_SETTING",))).run_on(base, []).ok

@@ -21,7 +21,7 @@ from agentrun.agent.definitions import AgentDefinition, load_agent
 from agentrun.agent.terminator import limits_for
 from agentrun.attempts import run_agent
 from agentrun.audit.runner import ModelAccess
-from agentrun.errors import Interrupted
+from agentrun.errors import BadInput, Interrupted
 from agentrun.executors.base import AgentTask
 from agentrun.project import Project
 from agentrun.protocol import StopReason
@@ -92,6 +92,10 @@ def review_spec(path: Path | str, project: Project, access: ModelAccess,
     spec = load_spec(path)
     given = gather(spec, project)
     criteria = [c.text for c in spec.acceptance_criteria]
+    if not criteria:  # nothing to check against: an approval would mean nothing
+        raise BadInput(f"{spec.id} has no acceptance criteria to review against",
+                       hint="add a `## Acceptance Criteria` list of `- [ ]` items, then "
+                            "review again")
     result = SpecReview(spec.id, spec.path, given.state.run_id,
                         ReviewResult.CHANGES_REQUESTED, criteria)
     agent = reviewer_agent(project.root)

@@ -157,6 +157,8 @@ def review_model(criteria: int) -> type[Review]:
 def decide(review: Review, criteria: int) -> ReviewResult:
     """APPROVED only when each of the spec's `criteria` is met with evidence and no finding is
     critical or major; the reviewer's own words never approve anything."""
+    if criteria == 0:
+        return ReviewResult.CHANGES_REQUESTED
     met = {c.criterion for c in review.criteria
            if c.verdict == Judgement.MET and c.evidence.strip()}
     if any(n not in met for n in range(1, criteria + 1)):

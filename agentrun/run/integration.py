@@ -87,7 +87,7 @@ class IntegrationChecker:
 
     def __init__(self, root: Path, work_dir: Path, branch_for: Callable[[str], str],
                  command: str, timeout_s: float, sandbox: SandboxFactory,
-                 cancel: threading.Event) -> None:
+                 cancel: threading.Event, policy: CommandPolicy | None = None) -> None:
         self.root = root
         self.work_dir = work_dir
         self.branch_for = branch_for
@@ -95,6 +95,7 @@ class IntegrationChecker:
         self.timeout_s = timeout_s
         self.sandbox = sandbox
         self.cancel = cancel
+        self.policy = policy or CommandPolicy()  # the workers' own: the same environment
         self._count = 0
 
     def check(self, label: str, base: str, head: str, merges: list[Merge]) -> IntegrationCheck:
@@ -139,7 +140,7 @@ class IntegrationChecker:
                     return None
             sandbox = self.sandbox(wt.path)
             with _killed_on(self.cancel, sandbox):
-                return run_validation(sandbox, wt.path, CommandPolicy(), self.command,
+                return run_validation(sandbox, wt.path, self.policy, self.command,
                                       self.timeout_s)
         finally:
             with contextlib.suppress(workspace.GitError):

@@ -43,6 +43,7 @@ from agentrun.run.record import EventSink, Recorder, new_run_id, now_text
 from agentrun.run.session import cancel_on_signals, preflight, run_lock
 from agentrun.run.verify import Verifier
 from agentrun.spec.model import Spec
+from agentrun.tools.base import CommandPolicy
 
 
 class Orchestrator:
@@ -128,7 +129,8 @@ class Orchestrator:
         return IntegrationChecker(
             self.root, self.run_dir / "integration",
             lambda name: batch_branch(self.spec.id, self.run_id, name), command,
-            self.options.validation_timeout_s, sandbox_factory(self.options.sandbox), self.cancel)
+            self.options.validation_timeout_s, sandbox_factory(self.options.sandbox), self.cancel,
+            CommandPolicy(env_allow=tuple(self.project.config.command_env)))
 
     def initial_state(self) -> RunState:
         state = RunState(
