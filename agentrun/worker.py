@@ -125,8 +125,7 @@ def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Pr
 
 
 def make_provider(assignment: Assignment):
-    """Build the provider the assignment names (SDKs are imported here, lazily)."""
-
+    """Build the provider the assignment names (its adapter imports the SDK on first use)."""
     p = assignment.provider
     cfg = ProviderConfig(provider=p.provider, model=p.model, base_url=p.base_url,
                          max_retries=p.max_retries, timeout_s=p.timeout_s, source="assignment")

@@ -26,6 +26,7 @@ from agentrun.audit.static import StaticAudit
 from agentrun.audit.verdict import Verdict
 from agentrun.errors import EXIT_FAILED, AgentrunError, Interrupted
 from agentrun.executors.base import AgentTask
+from agentrun.fsutil import relpath
 from agentrun.plan import Finding
 from agentrun.project import Project
 from agentrun.protocol import StopReason
@@ -94,10 +95,7 @@ def audit_task(spec: Spec, project: Project, static: StaticAudit,
                  + ("" if estimate.single_context else " (it runs with workers, one context "
                     "per group)"))
     project_md = project.project_text()
-    try:
-        spec_path = str(spec.path.resolve().relative_to(project.root.resolve()))
-    except ValueError:
-        spec_path = str(spec.path)
+    spec_path = relpath(spec.path, project.root)
     return render("audit", {
         "spec_id": spec.id, "spec_path": spec_path, "spec_text": spec.text,
         "fence": _fence(spec.text), "project_md": project_md.strip(),

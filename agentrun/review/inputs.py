@@ -91,10 +91,7 @@ def review_task(spec: Spec, project: Project, given: ReviewInput) -> str:
     """The reviewer's task text (prompts/review.md)."""
     state = given.state
     integration, output = _integration(state)
-    try:
-        spec_path = str(spec.path.resolve().relative_to(project.root.resolve()))
-    except ValueError:
-        spec_path = str(spec.path)
+    spec_path = relpath(spec.path, project.root)
     return render("review", {
         "spec_id": spec.id, "spec_path": spec_path, "task": _body(spec, "Task"),
         "requirements": _body(spec, "Requirements"),

@@ -70,9 +70,9 @@ def make_sandbox(mode: str, worktree: Path, *, network: bool = False,
     """The sandbox for the commands run in `worktree` (read-only unless `writable`), and the
     choice it stands for."""
     choice = choose(mode)
-    exe = bwrap_executable()
-    if not choice.confined or exe is None:
+    if not choice.confined:  # confined means bwrap was found and works
         return LocalSandbox(on_spawn=on_spawn), choice
+    exe = bwrap_executable() or "bwrap"
     jail = Jail(worktree=worktree, git_dir=git_common_dir(worktree), writable=writable,
                 network=network, home_allow=tuple(Path(p).expanduser() for p in home_allow),
                 path_env=os.environ.get("PATH", ""))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentrun.config import DEFAULT_MAX_WRITE_BYTES
 from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.local import LocalSandbox
+from agentrun.secrets import SECRET_SUFFIXES
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -64,7 +65,7 @@ class CommandPolicy:
     max_timeout_s: float = 900.0
     max_output_chars: int = 20_000
     deny: list[str] = field(default_factory=list)  # extra regexes on top of the built-in list
-    secret_suffixes: tuple[str, ...] = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+    secret_suffixes: tuple[str, ...] = SECRET_SUFFIXES
     env_allow: tuple[str, ...] = ()  # more variables commands see (config `command_env`)
     max_write_bytes: int = DEFAULT_MAX_WRITE_BYTES  # config `max_write_bytes`
 
