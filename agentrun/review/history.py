@@ -7,18 +7,13 @@ model wrote goes through `inline`: it can be shown, never open a heading or a fe
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from agentrun.errors import SpecError
 from agentrun.report.escape import inline
 from agentrun.review.verdict import Judgement, Review, ReviewResult, Severity
-from agentrun.spec import frontmatter
-from agentrun.spec.markdown import Doc, norm_title, plain
 
 SECTION = "Review History"
-_REVIEW = re.compile(r"\breview\s+v(\d{1,6})(?!\d)", re.I)
 _MARK = {Judgement.MET: "✓", Judgement.NOT_MET: "✗", Judgement.CANNOT_TELL: "?"}
 BACKTICK, QUOTE = "`", "'"
 _WORDS = {Judgement.NOT_MET: "not met", Judgement.CANNOT_TELL: "cannot tell"}
@@ -32,23 +27,6 @@ class ReviewEntry:
     reviewer: str  # "code-reviewer (model)"
     criteria: list[str]  # the spec's acceptance criteria, in order
     review: Review
-
-
-def next_review_version(text: str) -> int:
-    """1 + the highest `### Review vN` under `## Review History` (1 when there is none)."""
-    try:
-        block = frontmatter.locate_dashed(text)
-    except SpecError:
-        block = None
-    doc = Doc(text, [block.span]) if block is not None else Doc(text)
-    heading = next((h for h in doc.headings if h.level == 2
-                    and norm_title(h.text) == norm_title(SECTION)), None)
-    if heading is None:
-        return 1
-    start, end = doc.body_tokens(heading)
-    versions = [int(m.group(1)) for h in doc.headings_within(start, end) if h.level >= 3
-                for m in [_REVIEW.search(plain(h.inline.children or []))] if m]
-    return max(versions, default=0) + 1
 
 
 def _criterion_line(number: int, text: str, judgement: Judgement, evidence: str) -> str:

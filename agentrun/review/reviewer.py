@@ -27,13 +27,18 @@ from agentrun.project import Project
 from agentrun.protocol import StopReason
 from agentrun.providers.base import Usage
 from agentrun.report.state_md import StateUpdate, update_state_file
-from agentrun.review.history import SECTION, ReviewEntry, next_review_version, render_entry
+from agentrun.review.history import SECTION, ReviewEntry, render_entry
 from agentrun.review.inputs import gather, review_task
 from agentrun.review.verdict import Review, ReviewResult, decide, review_model
 from agentrun.sandbox.choice import make_sandbox
 from agentrun.spec import load_spec, parse_spec
 from agentrun.spec.model import Spec
-from agentrun.spec.writeback import append_to_section, replace_if_unchanged, set_frontmatter_value
+from agentrun.spec.writeback import (
+    append_to_section,
+    next_version,
+    replace_if_unchanged,
+    set_frontmatter_value,
+)
 
 REVIEWER = "code-reviewer"
 READ_ONLY_TOOLS = ("read_file", "list_files", "search_files")
@@ -125,7 +130,7 @@ def _record(result: SpecReview, review: Review, spec: Spec, project: Project, mo
             options: ReviewOptions) -> None:
     """Append the entry, set the status, check it reads back, write atomically; STATE.md
     follows when the project has one."""
-    result.version = next_review_version(spec.text)
+    result.version = next_version(spec.text, SECTION, "review")
     result.entry = render_entry(ReviewEntry(
         version=result.version, when=options.now(), result=result.result,
         reviewer=f"{REVIEWER} ({model})", criteria=result.criteria, review=review))

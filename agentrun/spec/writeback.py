@@ -21,7 +21,6 @@ from agentrun.yamlload import safe_load
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 _KEY_NAME = re.compile(r"^[A-Za-z_][\w.-]*$")
-_AUDIT = re.compile(r"\baudit\s+v(\d{1,6})(?!\d)", re.I)
 # what YAML's reader refuses, plus characters it reads as line breaks or a byte-order mark
 _YAML_UNSAFE = re.compile("[^\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
                           "|[\u2028\u2029\ufeff]")
@@ -242,13 +241,19 @@ def append_to_section(text: str, title: str, block: str) -> str:
 
 def next_audit_version(text: str) -> int:
     """1 + the highest `### Audit vN` under `## Audit History` (1 when there is none)."""
+    return next_version(text, "Audit History", "audit")
+
+
+def next_version(text: str, section: str, word: str) -> int:
+    """1 + the highest `### <Word> vN` under `## <section>` (1 when there is none)."""
     doc = _doc(text)
-    heading = next((h for h in doc.headings if _same(h, "Audit History")), None)
+    heading = next((h for h in doc.headings if _same(h, section)), None)
     if heading is None:
         return 1
+    pattern = re.compile(rf"\b{re.escape(word)}\s+v(\d{{1,6}})(?!\d)", re.I)
     start, end = doc.body_tokens(heading)
     versions = [int(m.group(1)) for h in doc.headings_within(start, end) if h.level >= 3
-                for m in [_AUDIT.search(plain(h.inline.children or []))] if m]
+                for m in [pattern.search(plain(h.inline.children or []))] if m]
     return max(versions, default=0) + 1
 
 
