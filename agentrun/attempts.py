@@ -11,21 +11,21 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SerializeAsAny
 
 from agentrun.agent.budget import TokenTracker
 from agentrun.agent.conversation import tool_names_for
 from agentrun.agent.prompts import render
+from agentrun.agent.results import AttemptOutcome
 from agentrun.agent.snapshots import Snapshot, restore_snapshot, take_snapshot
 from agentrun.agent.transcript import Redactor, Transcript, emit_safely
 from agentrun.errors import AgentrunError
-from agentrun.executors.base import AgentTask, Attempt, AttemptOutcome, Budget, Executor
+from agentrun.executors.base import AgentTask, Attempt, Budget, Executor
 from agentrun.executors.builtin import BuiltinExecutor
-from agentrun.protocol import Status, StopReason
+from agentrun.protocol import Outcome, Status, StopReason
 from agentrun.providers.base import Provider, Usage
 from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.local import LocalSandbox
@@ -33,25 +33,12 @@ from agentrun.tools.base import CommandPolicy
 from agentrun.validation import Validation, failure_condition, run_validation, tail
 
 
-@dataclass
-class AgentOutcome:
-    """How a task ended over all its attempts."""
+class AgentOutcome(Outcome):
+    """How a task ended over all its attempts: the last attempt's outcome, with the steps and
+    tokens of all of them, and the task's result model if it declared one."""
 
-    status: str  # complete | partial | failed | blocked
-    summary: str
-    criteria_met: list[str]
-    deviations: list[str]
-    error: str | None
-    attempts: int
-    steps: int
-    usage: Usage
-    stop_reason: str  # completed|max_steps|timeout|budget|circuit_breaker|error|interrupted
-    submitted: bool
-    output: BaseModel | None = None  # the task's result model, validated
-    no_change_needed: str | None = None  # the agent's reason a `complete` changed nothing
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    submitted: bool = False
+    output: SerializeAsAny[BaseModel] | None = None  # the task's result model, validated
 
 
 def run_agent(task: AgentTask, provider: Provider, *, transcript: Transcript | None = None,
@@ -128,7 +115,7 @@ class _Run:
                 "original_task": task.task, "validation_command": task.validation_command or "",
             }, task.project_root)
         outcome = _outcome(results, self.transcript.redactor)
-        self.record("outcome", **outcome.to_dict())
+        self.record("outcome", **outcome.model_dump(mode="json"))
         return outcome
 
     def attempt(self, text: str, number: int,
@@ -229,13 +216,15 @@ def _outcome(results: list[AttemptOutcome], redactor: Redactor) -> AgentOutcome:
     usage = Usage()
     for result in results:
         usage = usage + result.usage
-    return AgentOutcome(
-        status=last.status, summary=redactor.text(last.summary),
-        criteria_met=[redactor.text(c) for c in last.criteria_met],
-        deviations=[redactor.text(d) for d in last.deviations],
-        error=redactor.text(error) if error else None, attempts=len(results),
-        steps=sum(r.steps for r in results), usage=usage,
-        stop_reason=last.stop_reason, submitted=last.submission is not None,
-        output=last.submission.output if last.submission else None,
-        no_change_needed=redactor.text(last.no_change_needed) if last.no_change_needed
-        else None)
+
+    def clean(text: str | None) -> str | None:
+        return redactor.text(text) if text else text
+
+    return AgentOutcome(**{
+        **last.carried(), "summary": redactor.text(last.summary),
+        "criteria_met": [redactor.text(c) for c in last.criteria_met],
+        "deviations": [redactor.text(d) for d in last.deviations],
+        "error": clean(error), "no_change_needed": clean(last.no_change_needed),
+        "attempts": len(results), "steps": sum(r.steps for r in results), "usage": usage},
+        submitted=last.submission is not None,
+        output=last.submission.output if last.submission else None)

@@ -21,6 +21,7 @@ from agentrun.config import (
 )
 from agentrun.errors import BadInput
 from agentrun.fsutil import atomic_write_text
+from agentrun.providers.base import Usage
 from agentrun.providers.urls import public_url
 
 
@@ -178,37 +179,63 @@ class Assignment(BaseModel):
                            hint="the file must follow the worker assignment schema") from None
 
 
-class UsageModel(BaseModel):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
+class Outcome(BaseModel):
+    """How a piece of work ended: one model from an attempt up to a group of the run state.
+
+    Each layer adds only what it alone knows: an attempt what the model did
+    (agent/results.py), a task its structured output (attempts.py), a worker what git holds
+    (`Work`, `WorkerResult`), the run where it landed (report/execution_state.py). A layer is
+    built from the one below with `carried()`, so no field is copied by hand.
+    """
+
+    model_config = ConfigDict(validate_assignment=True)
+
+    status: Status
+    summary: str = ""
+    criteria_met: list[str] = Field(default_factory=list)
+    deviations: list[str] = Field(default_factory=list)
+    error: str | None = None
+    no_change_needed: str | None = None  # the model's reason a `complete` needs no commit
+    attempts: int = 0
+    steps: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    stop_reason: StopReason | None = StopReason.COMPLETED
+
+    def carried(self, upto: type[Outcome] | None = None) -> dict[str, Any]:
+        """The fields this outcome shares with `upto` (default: the `Outcome` fields), to
+        build the next layer from."""
+        names = (upto or Outcome).model_fields
+        return {name: getattr(self, name) for name in names if name in type(self).model_fields}
 
 
-class WorkerResult(BaseModel):
-    """DESIGN §6 worker result, plus where the work lives (branch, worktree)."""
+class Work(Outcome):
+    """An outcome with what git holds for it and what it cost."""
 
-    group: str
-    groups: list[str]
-    status: ResultStatus
     files_created: list[str] = Field(default_factory=list)
     files_modified: list[str] = Field(default_factory=list)
     files_deleted: list[str] = Field(default_factory=list)
     commits: list[str] = Field(default_factory=list)
-    criteria_met: list[str] = Field(default_factory=list)
-    deviations: list[str] = Field(default_factory=list)
-    error: str | None = None
-    summary: str = ""
-    no_change_needed: str | None = None  # the model's reason a `complete` needs no commit
-    attempts: int = 0
-    steps: int = 0
-    usage: UsageModel = Field(default_factory=UsageModel)
     cost_usd: float | None = 0.0
     duration_s: float = 0.0
+
+
+class WorkerResult(Work):
+    """DESIGN §6 worker result, plus where the work lives (branch, worktree)."""
+
+    status: ResultStatus
     stop_reason: StopReason = StopReason.COMPLETED
+    group: str
+    groups: list[str]
     branch: str | None = None
     worktree: str | None = None
     batch: str | None = None
+
+    @classmethod
+    def for_batch(cls, ids: list[str], batch: str, branch: str | None,
+                  worktree: str | None = None, **fields: Any) -> WorkerResult:
+        """The result for the groups `ids` of `batch`, with `fields`."""
+        return cls(group=ids[0], groups=list(ids), batch=batch, branch=branch,
+                   worktree=worktree, **fields)
 
     def write(self, path: Path) -> None:
         atomic_write_text(path, self.model_dump_json(indent=2) + "\n")

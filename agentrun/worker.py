@@ -23,11 +23,11 @@ from agentrun.agent.prompts import render_worker_assignment
 from agentrun.agent.snapshots import Snapshot, checkout_snapshot
 from agentrun.agent.terminator import limits_for
 from agentrun.agent.transcript import Transcript
-from agentrun.attempts import run_attempts
+from agentrun.attempts import AgentOutcome, run_attempts
 from agentrun.errors import AgentrunError
 from agentrun.executors.base import AgentTask
 from agentrun.executors.builtin import BuiltinExecutor
-from agentrun.protocol import Assignment, Status, StopReason, UsageModel, WorkerResult
+from agentrun.protocol import Assignment, Status, StopReason, WorkerResult
 from agentrun.providers.pricing import cost_usd
 from agentrun.providers.registry import ProviderConfig, create_provider
 from agentrun.sandbox.base import Sandbox
@@ -134,9 +134,7 @@ def make_provider(assignment: Assignment):
 
 
 def _base_result(a: Assignment, **fields: Any) -> WorkerResult:
-    ids = a.group_ids
-    return WorkerResult(group=ids[0], groups=ids, batch=a.batch,
-                        branch=a.branch, worktree=a.worktree, **fields)
+    return WorkerResult.for_batch(a.group_ids, a.batch, a.branch, a.worktree, **fields)
 
 
 def git_pointer(worktree: Path) -> tuple[str, str]:
@@ -150,7 +148,8 @@ def git_pointer(worktree: Path) -> tuple[str, str]:
     return ("dir" if dot_git.is_dir() else "missing", "")
 
 
-def _result_from_git(a: Assignment, outcome, model: str, worktree: Path) -> WorkerResult:
+def _result_from_git(a: Assignment, outcome: AgentOutcome, model: str,
+                     worktree: Path) -> WorkerResult:
     """Commit finished work and read files and commits from git, not from the model."""
 
     # A failed attempt keeps its work in the worktree, uncommitted, for inspection: the branch
@@ -161,14 +160,10 @@ def _result_from_git(a: Assignment, outcome, model: str, worktree: Path) -> Work
         workspace.commit_all(worktree, f"{a.spec_id} {ids}: {title}\n\n{outcome.summary}".strip())
     commits = workspace.commits_since(worktree, a.base_commit)
     created, modified, deleted = workspace.changed_files(worktree, a.base_commit, "HEAD")
-    usage = outcome.usage
     return _base_result(
-        a, status=outcome.status, files_created=created, files_modified=modified,
-        files_deleted=deleted, commits=commits, criteria_met=list(outcome.criteria_met),
-        deviations=list(outcome.deviations), error=outcome.error, summary=outcome.summary,
-        no_change_needed=outcome.no_change_needed, attempts=outcome.attempts, steps=outcome.steps,
-        usage=UsageModel(**usage.to_dict()),
-        cost_usd=cost_usd(model, usage, a.pricing or None), stop_reason=outcome.stop_reason)
+        a, **outcome.carried(), files_created=created, files_modified=modified,
+        files_deleted=deleted, commits=commits,
+        cost_usd=cost_usd(model, outcome.usage, a.pricing or None))
 
 
 class _Progress:

@@ -41,6 +41,7 @@ class FileWritingExecutor:
         names = ", ".join(files)
         return AttemptOutcome(
             stop_reason="completed", status="complete", summary=f"wrote {names}",
+            criteria_met=["app works"],
             submission=Submission("complete", f"wrote {names}", ["app works"], [], None),
             steps=3, usage=spent, wrote=True, last_thought="VALUE should be right now",
             last_action=f"write {names}", observation="written")

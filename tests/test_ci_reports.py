@@ -33,20 +33,24 @@ def sample_state() -> RunState:
                      spec_path=".specflow/specs/SPEC-40.md", mode="orchestrated",
                      base_commit=SHA, target_branch="main", started="2026-01-01 00:00 UTC",
                      status="partial", provider="scripted", model="scripted",
-                     waves=[WaveState(1, "1", ["G1", "G2", "G4"], "done"),
-                            WaveState(2, "2", ["G3", "G5"], "done")])
+                     waves=[WaveState(number=1, label="1", groups=["G1", "G2", "G4"],
+                                      status="done"),
+                            WaveState(number=2, label="2", groups=["G3", "G5"],
+                                      status="done")])
     state.groups = {
-        "G1": GroupState("G1", "Parser & <lexer>", "1", "G1", "complete", commits=[SHA],
+        "G1": GroupState(id="G1", title="Parser & <lexer>", wave="1", batch="G1",
+                         status="complete", commits=[SHA],
                          files_created=["a.py"], duration_s=1.5, summary="done",
                          usage={"input_tokens": 10, "output_tokens": 5,
                                 "cache_read_tokens": 0, "cache_write_tokens": 0}),
-        "G2": GroupState("G2", "Emitter", "1", "G2", "failed",
+        "G2": GroupState(id="G2", title="Emitter", wave="1", batch="G2", status="failed",
                          error="compile error\x1b[31m in b.py\x00\nsecond line",
                          deviations=["skipped a test"]),
-        "G3": GroupState("G3", "Linker", "2", "G3", "blocked",
+        "G3": GroupState(id="G3", title="Linker", wave="2", batch="G3", status="blocked",
                          error="dependency G2 did not complete"),
-        "G4": GroupState("G4", "Docs", "1", "G4", "partial", error="ran out of budget"),
-        "G5": GroupState("G5", "", "2", "G5", "pending"),
+        "G4": GroupState(id="G4", title="Docs", wave="1", batch="G4", status="partial",
+                         error="ran out of budget"),
+        "G5": GroupState(id="G5", title="", wave="2", batch="G5", status="pending"),
     }
     return state
 

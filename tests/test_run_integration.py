@@ -147,7 +147,8 @@ def state(**fields) -> RunState:
 
 def test_an_integration_stop_fails_the_run_and_survives_a_round_trip():
     run = state(stop_reason=StopReason.INTEGRATION, integration_command="make test",
-                integration=[IntegrationCheck("1", "make test", "c" * 40, "b" * 40, False,
+                integration=[IntegrationCheck(wave="1", command="make test", commit="c" * 40,
+                                              base="b" * 40, ok=False,
                                               culprits=[["G1", "G2"]])])
     assert scheduler.final_status(run, interrupted=False) == RunStatus.FAILED
     again = RunState.from_dict(run.to_dict())
@@ -159,7 +160,8 @@ def test_an_integration_stop_fails_the_run_and_survives_a_round_trip():
 def test_the_summary_says_when_nothing_was_checked():
     assert "Not integration-checked: no validation command." in render_summary(state(), [], "t")
     checked = state(integration_command="make test", integration=[
-        IntegrationCheck("1", "make test", "c" * 40, "b" * 40, False, output="x ```` y",
+        IntegrationCheck(wave="1", command="make test", commit="c" * 40, base="b" * 40,
+                         ok=False, output="x ```` y",
                          culprits=[["G2"]], kept_branches=["agentrun/S/r1/G2"])])
     text = render_summary(checked, [], "t")
     assert "- Wave 1: `make test` on `cccccccccccc`: **failed**" in text

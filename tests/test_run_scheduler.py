@@ -21,7 +21,8 @@ def state(**statuses: Status) -> RunState:
     plan = build_plan(SPEC, mode="orchestrated")
     run = RunState(run_id="r1", spec_id="SPEC-S", spec_path="s.md", mode="orchestrated",
                    base_commit="0" * 40, target_branch="main", started="now",
-                   waves=[WaveState(w.number, w.label, list(w.groups)) for w in plan.waves])
+                   waves=[WaveState(number=w.number, label=w.label, groups=list(w.groups))
+                          for w in plan.waves])
     for wave in plan.waves:
         for batch in wave.batches:
             for gid in batch.ids:

@@ -28,7 +28,7 @@ from agentrun.agent.context import clean_context
 from agentrun.agent.definitions import AgentDefinition
 from agentrun.agent.modelcall import Stopped, call_model
 from agentrun.agent.prompts import render
-from agentrun.agent.results import AttemptResult
+from agentrun.agent.results import AttemptOutcome
 from agentrun.agent.runtime import Runtime
 from agentrun.agent.subagent import ALWAYS_TOOLS, LoopHooks
 from agentrun.agent.terminator import stop_message
@@ -86,7 +86,7 @@ class Conversation:
 
     # -- the loop -------------------------------------------------------------------------------
 
-    def run(self) -> AttemptResult:
+    def run(self) -> AttemptOutcome:
         while True:
             reason = self.rt.terminator.check(self.steps, self.breaker.failed_steps,
                                               self.breaker.backtracks, self.max_steps)
@@ -96,7 +96,7 @@ class Conversation:
                 return self.stop(reason)
             self.warn_budget()
             turn = self.react()
-            if isinstance(turn, AttemptResult):
+            if isinstance(turn, AttemptOutcome):
                 return turn
             if self.reflecting:
                 self.reflected(turn)
@@ -124,7 +124,7 @@ class Conversation:
 
     # -- react ----------------------------------------------------------------------------------
 
-    def react(self) -> Turn | AttemptResult:
+    def react(self) -> Turn | AttemptOutcome:
         request = Request(system=self.agent.system_prompt, messages=list(self.messages),
                           tools=[] if self.reflecting else self.specs, agent=self.agent.name,
                           group=self.rt.group)
@@ -215,7 +215,7 @@ class Conversation:
 
     # -- reflect and backtrack ------------------------------------------------------------------
 
-    def reflect(self, verdict: Verdict) -> AttemptResult | None:
+    def reflect(self, verdict: Verdict) -> AttemptOutcome | None:
         decision = verdict.decision
         if decision is Decision.ESCALATE:
             if self.rt.confirm(f"{verdict.reason}. Let the agent continue?"):
@@ -307,7 +307,7 @@ class Conversation:
         self.nudged = True
         return True
 
-    def finish(self, turn: Turn) -> AttemptResult:
+    def finish(self, turn: Turn) -> AttemptOutcome:
         """The model ended its turn without tools: accepted as done, without a submission,
         unless the task declared a result model."""
         self.messages.append(turn.as_message())
@@ -319,16 +319,17 @@ class Conversation:
                                       f"submit_result{why}")
         return self._result(StopReason.COMPLETED, Status.COMPLETE, turn.text.strip())
 
-    def submitted(self) -> AttemptResult:
+    def submitted(self) -> AttemptOutcome:
         sub = self.hooks.submission
         assert sub is not None
         self.record("terminator", stop_reason="completed", how="submit_result",
                     status=sub.status)
-        return self._result("completed", sub.status, sub.summary, error=sub.error,
-                            submission=sub)
+        return self._result(StopReason.COMPLETED, sub.status, sub.summary, error=sub.error,
+                            submission=sub, criteria_met=sub.criteria_met,
+                            deviations=sub.deviations, no_change_needed=sub.no_change_needed)
 
     def stop(self, reason: str, error: str | None = None,
-             escalated: bool = False) -> AttemptResult:
+             escalated: bool = False) -> AttemptOutcome:
         error = error or stop_message(reason, self.rt.limits, self.rt.tracker, self.breaker,
                                       self.max_steps)
         self.record("terminator", stop_reason=reason, error=error)
@@ -341,8 +342,8 @@ class Conversation:
         return self._result(reason, Status.BLOCKED if escalated else Status.FAILED, summary,
                             error=error, escalated=escalated)
 
-    def _result(self, reason: str, status: str, summary: str, **extra: Any) -> AttemptResult:
-        return AttemptResult(stop_reason=reason, status=status, summary=summary,
+    def _result(self, reason: str, status: str, summary: str, **extra: Any) -> AttemptOutcome:
+        return AttemptOutcome(stop_reason=reason, status=status, summary=summary,
                              steps=self.steps, last_thought=self.last_thought,
                              last_action=self.last_action, observation=self.observation,
                              wrote=self.wrote, **extra)
@@ -374,7 +375,7 @@ class Conversation:
             self.actions.append(f"ran sub-agent {args.get('agent', '?')}")
 
     def _run_child(self, agent: AgentDefinition, text: str, names: list[str], max_steps: int,
-                   depth: int) -> AttemptResult:
+                   depth: int) -> AttemptOutcome:
         child = Conversation(self.rt, agent, text, names, max_steps=max_steps, depth=depth,
                              attempt=self.where["attempt"])
         return child.run()

@@ -1,4 +1,4 @@
-"""How a conversation ends: what the model submitted, and the result of the conversation.
+"""How a conversation ends: what the model submitted, and the outcome of the conversation.
 
 Shared by the conversation that produces them, the hooks that record a submission and run
 sub-agents, and the attempt loop that reads them.
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentrun.protocol import Outcome
 
 
 @dataclass
@@ -24,18 +26,20 @@ class Submission:
     no_change_needed: str | None = None  # why `complete` needs no change (checked by the run)
 
 
-@dataclass
-class AttemptResult:
-    """How one conversation ended."""
+class AttemptOutcome(Outcome):
+    """How one attempt (one conversation) ended; the executor adds what it spent (`usage`).
 
-    stop_reason: str
-    status: str
-    summary: str
-    error: str | None = None
-    submission: Submission | None = None
-    steps: int = 0
+    What the model reported through `submit_result` (criteria, deviations, ...) is carried in
+    the outcome's own fields; `submission` keeps the original, with the task's result model.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    attempts: int = 1
+    submission: Submission | None = Field(default=None, exclude=True)
     escalated: bool = False
+    wrote: bool = False  # something that may change the worktree was done
+    # where the attempt left off, for the retry prompt
     last_thought: str = ""
     last_action: str = ""
     observation: str = ""
-    wrote: bool = False  # a write tool was called

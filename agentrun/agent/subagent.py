@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from agentrun.agent.definitions import AgentDefinition, load_agent
 from agentrun.agent.prompts import render
-from agentrun.agent.results import AttemptResult, Submission
+from agentrun.agent.results import AttemptOutcome, Submission
 from agentrun.agent.runtime import Runtime
 from agentrun.errors import BadInput
 from agentrun.protocol import ResultStatus, Status, StopReason
@@ -25,7 +25,7 @@ ALWAYS_TOOLS = ("submit_result", "check_token_budget")  # every agent can finish
 MAX_DEPTH = 1
 
 # runs one conversation: (agent, task text, tool names, max steps, depth) -> result
-RunConversation = Callable[[AgentDefinition, str, list[str], int, int], AttemptResult]
+RunConversation = Callable[[AgentDefinition, str, list[str], int, int], AttemptOutcome]
 
 
 class LoopHooks:

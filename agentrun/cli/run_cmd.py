@@ -258,7 +258,7 @@ def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
         files = len(g.files_created) + len(g.files_modified)
         note = (g.error or "").splitlines()[0][:80] if g.error else ""
         table.add_row(g.id, g.wave, STATUS_MARK.get(g.status, g.status),
-                      str(len(g.commits)), str(files), f"{sum(g.usage.values()):,}",
+                      str(len(g.commits)), str(files), f"{g.usage.total:,}",
                       escape(note))
     console.print(table)
     usage = state.usage

@@ -55,7 +55,7 @@ def status(
         note = (g.error or g.summary or "").splitlines()[0][:70] if (g.error or g.summary) \
             else ""
         table.add_row(g.id, g.wave, STATUS_MARK.get(g.status, g.status), str(len(g.commits)),
-                      str(g.attempts), f"{sum(g.usage.values()):,}", escape(note))
+                      str(g.attempts), f"{g.usage.total:,}", escape(note))
     console.print(table)
     console.print(f"Tokens: {state.usage.total:,} · cost {format_cost(state.cost_usd)}")
     for g in state.groups.values():

@@ -20,11 +20,10 @@ from pydantic import BaseModel
 
 from agentrun.agent.budget import TokenTracker
 from agentrun.agent.definitions import AgentDefinition
-from agentrun.agent.results import Submission
+from agentrun.agent.results import AttemptOutcome
 from agentrun.agent.snapshots import Snapshot
 from agentrun.agent.terminator import Limits
 from agentrun.agent.transcript import Transcript
-from agentrun.providers.base import Usage
 from agentrun.tools.base import CommandPolicy
 
 
@@ -88,36 +87,6 @@ class Attempt:
     # called before the attempt's first change to the worktree, so that it can be rolled
     # back; an executor that cannot tell when that is calls it before it starts
     before_write: Callable[[], None] = _nothing
-
-
-@dataclass
-class AttemptOutcome:
-    """How one attempt ended."""
-
-    stop_reason: str  # completed|max_steps|timeout|budget|circuit_breaker|error|interrupted
-    status: str  # complete | partial | failed | blocked
-    summary: str
-    error: str | None = None
-    submission: Submission | None = None  # the result the agent reported, if it did
-    steps: int = 0
-    usage: Usage = field(default_factory=Usage)  # this attempt's share of the budget
-    wrote: bool = False  # something that may change the worktree was done
-    # where the attempt left off, for the retry prompt
-    last_thought: str = ""
-    last_action: str = ""
-    observation: str = ""
-
-    @property
-    def criteria_met(self) -> list[str]:
-        return list(self.submission.criteria_met) if self.submission else []
-
-    @property
-    def deviations(self) -> list[str]:
-        return list(self.submission.deviations) if self.submission else []
-
-    @property
-    def no_change_needed(self) -> str | None:
-        return self.submission.no_change_needed if self.submission else None
 
 
 class Executor(Protocol):

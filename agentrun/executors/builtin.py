@@ -6,9 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentrun.agent.conversation import Conversation
+from agentrun.agent.results import AttemptOutcome
 from agentrun.agent.runtime import Runtime
 from agentrun.agent.terminator import Terminator
-from agentrun.executors.base import AgentTask, Attempt, AttemptOutcome
+from agentrun.executors.base import AgentTask, Attempt
 from agentrun.providers.base import Provider, Usage
 from agentrun.sandbox.base import Sandbox
 from agentrun.tools.base import CommandPolicy
@@ -48,12 +49,8 @@ class BuiltinExecutor:
         result = Conversation(rt, task.agent, attempt.text, attempt.tools,
                               max_steps=limits.max_steps, depth=0, attempt=attempt.number,
                               before_write=attempt.before_write, output=task.output).run()
-        return AttemptOutcome(
-            stop_reason=result.stop_reason, status=result.status, summary=result.summary,
-            error=result.error, submission=result.submission, steps=result.steps,
-            usage=_spent(before, budget.tokens.usage), wrote=result.wrote,
-            last_thought=result.last_thought, last_action=result.last_action,
-            observation=result.observation)
+        result.usage = _spent(before, budget.tokens.usage)
+        return result
 
 
 def _spent(before: Usage, after: Usage) -> Usage:

@@ -7,58 +7,55 @@ is continued from it (`agentrun run --resume`).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from agentrun.errors import BadInput
 from agentrun.fsutil import atomic_write_json
-from agentrun.protocol import RunStatus, Status, StopReason
+from agentrun.protocol import RunStatus, Status, StopReason, Work
 from agentrun.providers.base import Usage
 
 
-@dataclass
-class GroupState:
+class GroupState(Work):
+    """A group of the run: its verified work, where it stands and where it landed."""
+
     id: str
     title: str = ""
     wave: str = ""
     batch: str = ""
     status: Status = Status.PENDING
-    commits: list[str] = field(default_factory=list)
-    merge_commit: str | None = None
-    files_created: list[str] = field(default_factory=list)
-    files_modified: list[str] = field(default_factory=list)
-    files_deleted: list[str] = field(default_factory=list)
-    criteria_met: list[str] = field(default_factory=list)
-    deviations: list[str] = field(default_factory=list)
-    error: str | None = None
-    summary: str = ""
-    no_change_needed: str | None = None
-    attempts: int = 0
-    steps: int = 0
-    usage: dict[str, int] = field(default_factory=lambda: Usage().to_dict())
-    cost_usd: float | None = 0.0
-    duration_s: float = 0.0
     stop_reason: StopReason | None = None
+    merge_commit: str | None = None
     branch: str | None = None
     worktree: str | None = None
 
-    def __post_init__(self) -> None:
-        self.status = Status(self.status)
-        if self.stop_reason is not None:
-            self.stop_reason = StopReason(self.stop_reason)
+    def take(self, work: Work, part: int = 0, parts: int = 1) -> None:
+        """Record a batch's verified work as this group's: its share of the tokens and the
+        cost when the batch holds `parts` groups (this one being number `part`)."""
+        for name, value in work.carried(Work).items():
+            setattr(self, name, value)
+        self.usage = Usage(**{k: split(v, parts)[part] for k, v in work.usage.to_dict().items()})
+        self.cost_usd = None if work.cost_usd is None else work.cost_usd / parts
 
 
-@dataclass
-class WaveState:
+def split(total: int, parts: int) -> list[int]:
+    """`total` in `parts` whole shares that add up to it (the first ones one larger)."""
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+class WaveState(BaseModel):
+    model_config = ConfigDict(validate_assignment=True)
+
     number: int
     label: str
     groups: list[str]
     status: str = "pending"  # pending|running|done|failed (its integration check)|skipped
 
 
-@dataclass
-class IntegrationCheck:
+class IntegrationCheck(BaseModel):
     """The validation command run on a wave's merged result: whether it passed, and when it
     did not, its output's tail, the groups (or combinations) whose merges alone break it, and
     what became of the target branch."""
@@ -69,15 +66,16 @@ class IntegrationCheck:
     base: str  # the target branch before the wave
     ok: bool
     output: str = ""
-    culprits: list[list[str]] = field(default_factory=list)
+    culprits: list[list[str]] = Field(default_factory=list)
     base_fails: bool = False  # the wave's base fails the command already
     restored: bool = False  # the target branch was reset to `base`
-    kept_branches: list[str] = field(default_factory=list)
+    kept_branches: list[str] = Field(default_factory=list)
     note: str = ""
 
 
-@dataclass
-class RunState:
+class RunState(BaseModel):
+    model_config = ConfigDict(validate_assignment=True)
+
     run_id: str
     spec_id: str
     spec_path: str
@@ -88,26 +86,21 @@ class RunState:
     finished: str | None = None
     status: RunStatus = RunStatus.RUNNING
     current_wave: int = 0
-    waves: list[WaveState] = field(default_factory=list)
-    groups: dict[str, GroupState] = field(default_factory=dict)
+    waves: list[WaveState] = Field(default_factory=list)
+    groups: dict[str, GroupState] = Field(default_factory=dict)
     provider: str = ""
     model: str = ""
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
     resumed_from: str | None = None
     stop_reason: StopReason | None = None  # the run's own (integration), not its agents'
     integration_command: str | None = None  # None: the run was not integration-checked
-    integration: list[IntegrationCheck] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.status = RunStatus(self.status)
-        if self.stop_reason is not None:
-            self.stop_reason = StopReason(self.stop_reason)
+    integration: list[IntegrationCheck] = Field(default_factory=list)
 
     @property
     def usage(self) -> Usage:
         total = Usage()
         for g in self.groups.values():
-            total = total + Usage(**g.usage)
+            total = total + g.usage
         return total
 
     @property
@@ -122,7 +115,7 @@ class RunState:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = self.model_dump(mode="json")
         data["usage"] = self.usage.to_dict()
         data["cost_usd"] = self.cost_usd
         data["counts"] = self.counts()
@@ -130,17 +123,7 @@ class RunState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunState:
-        names = {f.name for f in fields(cls)}
-        nested = ("waves", "groups", "integration")
-        base = {k: v for k, v in data.items() if k in names and k not in nested}
-        gnames = {f.name for f in fields(GroupState)}
-        return cls(
-            **base,
-            waves=[WaveState(**w) for w in data.get("waves", [])],
-            groups={k: GroupState(**{f: v for f, v in g.items() if f in gnames})
-                    for k, g in data.get("groups", {}).items()},
-            integration=[IntegrationCheck(**c) for c in data.get("integration", [])],
-        )
+        return cls.model_validate(data)
 
 
 def state_path(execution_dir: Path, spec_id: str) -> Path:

@@ -117,7 +117,7 @@ def run_summary_markdown(state: RunState, title: str = "",
         cost = "—" if g.cost_usd is None else f"${g.cost_usd:.4f}"
         lines.append(f"| {_cell(g.id)} | {_cell(g.title)} | {_cell(g.wave)} | "
                      f"{STATUS_MARK.get(g.status, g.status)} | {commits} | "
-                     f"{sum(g.usage.values()):,} | {cost} | {_cell(note)} |")
+                     f"{g.usage.total:,} | {cost} | {_cell(note)} |")
     counts = ", ".join(f"{n} {s}" for s, n in sorted(state.counts().items()))
     lines += ["", f"**Result:** {state.status} ({counts})"]
     if state.warnings:

@@ -81,7 +81,7 @@ def run_junit(state: RunState) -> str:
             add_element(case, "skipped", message=first_line(reason, g.status))
         out = [f"status: {g.status}", f"wave: {g.wave}", f"batch: {g.batch}",
                f"attempts: {g.attempts}", f"steps: {g.steps}",
-               f"tokens: {sum(g.usage.values())}",
+               f"tokens: {g.usage.total}",
                f"cost_usd: {'unknown' if g.cost_usd is None else round(g.cost_usd, 6)}"]
         out += [f"commit: {c}" for c in g.commits]
         out += [f"created: {p}" for p in g.files_created]

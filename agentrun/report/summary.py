@@ -47,7 +47,7 @@ def render_summary(state: RunState, criteria: list[str], when: str) -> str:
               "| Group | Status | Commits | Attempts | Tokens | Notes |",
               "|-------|--------|---------|----------|--------|-------|"]
     for g in groups:
-        tokens = sum(g.usage.values())
+        tokens = g.usage.total
         note = inline(g.error or g.summary or "", limit=160)
         short = ", ".join(c[:7] for c in g.commits) or "—"
         lines.append(f"| {g.id} | {STATUS_MARK.get(g.status, g.status)} | {short} | "

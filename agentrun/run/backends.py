@@ -71,10 +71,9 @@ def delivery(assignment: Assignment, result: WorkerResult) -> Delivery:
 
 def failed_result(assignment: Assignment, stop: StopReason, error: str,
                   duration_s: float = 0.0) -> WorkerResult:
-    ids = assignment.group_ids
-    return WorkerResult(group=ids[0], groups=ids, status=Status.FAILED, stop_reason=stop,
-                        error=error, batch=assignment.batch, branch=assignment.branch,
-                        worktree=assignment.worktree, duration_s=duration_s)
+    return WorkerResult.for_batch(assignment.group_ids, assignment.batch, assignment.branch,
+                                  assignment.worktree, status=Status.FAILED, stop_reason=stop,
+                                  error=error, duration_s=duration_s)
 
 
 # --- in this process -------------------------------------------------------------------------
@@ -331,10 +330,9 @@ class CIResultsBackend:
         ci = self.results.get(batch.id)
         branch = ci_branch(self.spec_id, batch.id)
         if ci is None:  # only with --allow-missing
-            result = WorkerResult(group=ids[0], groups=ids, status=Status.FAILED,
-                                  stop_reason=StopReason.ERROR, batch=batch.id, branch=branch,
-                                  error="no result file: the CI job of this batch "
-                                        "delivered none")
+            result = WorkerResult.for_batch(
+                ids, batch.id, branch, status=Status.FAILED, stop_reason=StopReason.ERROR,
+                error="no result file: the CI job of this batch delivered none")
             ref, job_base = branch, base
         else:
             result, ref = ci.result, ci.ref or branch

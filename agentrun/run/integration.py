@@ -207,7 +207,8 @@ class Integration:
         cancel, groups = self.checker.cancel, [g for m in merges for g in m.groups]
         head = workspace.head_commit(self.root)
         if cancel.is_set():
-            check = IntegrationCheck(label, self.checker.command, head, base, ok=False)
+            check = IntegrationCheck(wave=label, command=self.checker.command, commit=head,
+                                     base=base, ok=False)
         else:
             self.record.emit({"type": "integration_start", "wave": label,
                               "command": self.checker.command, "commit": head})

@@ -138,7 +138,8 @@ class Orchestrator:
             mode=self.plan.mode, base_commit=workspace.head_commit(self.root),
             target_branch=workspace.current_branch(self.root), started=now_text(),
             provider=self.options.provider.provider, model=self.options.provider.model,
-            waves=[WaveState(w.number, w.label, list(w.groups)) for w in self.plan.waves],
+            waves=[WaveState(number=w.number, label=w.label, groups=list(w.groups))
+                   for w in self.plan.waves],
             warnings=list(self.options.warnings),
             integration_command=self.options.validation_command or None)
         titles = {g.id: g.title for g in self.spec.groups}

@@ -34,12 +34,6 @@ class Delivery:
     merge_ref: str | None = None  # merge from this ref instead of the branch the result names
 
 
-def split(total: int, n: int) -> list[int]:
-    """`total` in `n` integer parts that add up to it exactly (the first ones get the rest)."""
-    base, rest = divmod(total, n)
-    return [base + (1 if i < rest else 0) for i in range(n)]
-
-
 EMPTY_CLAIM = ("reported complete but committed no changes, and did not say why none were "
                "needed (`no_change_needed`)")
 
@@ -96,25 +90,15 @@ class Verifier:
         result.commits, result.files_created, result.files_modified = actual, created, modified
         result.files_deleted = deleted
         result.deviations = deviations
-        share = 1 / len(ids)
-        usage = {k: split(v, len(ids)) for k, v in result.usage.model_dump().items()}
-        for gid in ids:
+        for part, gid in enumerate(ids):
             group = self.state.groups[gid]
+            group.take(result, part, len(ids))
             group.status = status
-            group.commits, group.files_created = actual, created
-            group.files_modified, group.files_deleted = modified, deleted
-            group.criteria_met, group.deviations = result.criteria_met, deviations
-            group.error, group.summary = result.error, result.summary
-            group.no_change_needed = result.no_change_needed
-            group.attempts, group.steps = result.attempts, result.steps
-            group.usage = {k: parts[ids.index(gid)] for k, parts in usage.items()}
-            group.cost_usd = None if result.cost_usd is None else result.cost_usd * share
-            group.duration_s, group.stop_reason = result.duration_s, result.stop_reason
         result.status = Status.FAILED if status == Status.INTERRUPTED else status
         atomic_write_json(d.record_dir / "verified-result.json", result.model_dump())
         self.record.emit({"type": "worker_result", "batch": d.batch, "groups": ids,
                           "status": status, "error": result.error, "commits": len(actual),
-                          "tokens": sum(result.usage.model_dump().values()),
+                          "tokens": result.usage.total,
                           "cost_usd": result.cost_usd, "stop_reason": result.stop_reason})
         self.record.save()
         if d.merge_ref is not None:
