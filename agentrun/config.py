@@ -109,6 +109,7 @@ class ProjectConfig(_Section):
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
     command_env: list[str] = Field(default_factory=list)  # more variables commands may see
     max_write_bytes: int = Field(DEFAULT_MAX_WRITE_BYTES, ge=1)  # one write_file call
+    executor: Literal["builtin", "claude-code"] = "builtin"  # who works in a worktree
 
     @field_validator("provider", "model", "script", "validation_command")
     @classmethod

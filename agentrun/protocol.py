@@ -84,6 +84,9 @@ class RunStatus(StrEnum):
     INTERRUPTED = "interrupted"
 
 
+Executor = Literal["builtin", "claude-code"]  # config `executor:`, `run --executor`
+
+
 class GroupAssignment(BaseModel):
     id: str
     title: str = ""
@@ -157,6 +160,7 @@ class Assignment(BaseModel):
     progress_path: str | None = None
     interactive: bool = False
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    executor: Executor = "builtin"  # who works in the worktree: our loop or a coding-agent CLI
 
     @property
     def group_ids(self) -> list[str]:

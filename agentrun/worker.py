@@ -25,11 +25,12 @@ from agentrun.agent.terminator import limits_for
 from agentrun.agent.transcript import Transcript
 from agentrun.attempts import AgentOutcome, run_attempts
 from agentrun.errors import AgentrunError
-from agentrun.executors.base import AgentTask
+from agentrun.executors import claude_code
+from agentrun.executors.base import AgentTask, Executor
 from agentrun.executors.builtin import BuiltinExecutor
 from agentrun.protocol import Assignment, Status, StopReason, WorkerResult
 from agentrun.providers.pricing import cost_usd
-from agentrun.providers.registry import ProviderConfig, create_provider
+from agentrun.providers.registry import ProviderConfig, create_provider, provider_env
 from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.choice import make_sandbox
 from agentrun.tools.base import CommandPolicy
@@ -49,10 +50,14 @@ def worker_sandbox(assignment: Assignment, progress: _Progress) -> Sandbox | Age
     """The sandbox every command of this worker runs in (the model's and the validation
     command), as the assignment's settings ask; or why there can be none."""
     settings = assignment.sandbox
+    # a coding-agent CLI reaches its model over the network and keeps its config outside the
+    # worktree; its files stay confined like any command's
+    cli = assignment.executor == "claude-code"
     try:
         sandbox, choice = make_sandbox(settings.mode, Path(assignment.worktree),
-                                       network=settings.network,
+                                       network=settings.network or cli,
                                        home_allow=tuple(settings.home_allow),
+                                       writable_paths=(claude_code.config_dir(),) if cli else (),
                                        on_spawn=progress.spawned)
     except AgentrunError as exc:
         return exc
@@ -106,8 +111,6 @@ def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Pr
         "max_duration_s": assignment.limits.timeout_s,
     }.items() if v is not None}
     limits = limits_for(assignment.complexity, agent, overrides)
-    if provider is None:
-        provider = make_provider(assignment)
     task_text = render_worker_assignment(assignment.model_dump(), root)
     task = AgentTask(agent=agent, task=task_text, worktree=Path(assignment.worktree),
                      limits=limits, group=",".join(g.id for g in assignment.groups),
@@ -117,11 +120,25 @@ def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Pr
                                                   max_write_bytes=assignment.max_write_bytes))
     transcript = Transcript(Path(assignment.transcript_path)
                             if assignment.transcript_path else None)
+    executor, model = make_executor(assignment, provider, sandbox)
     progress.emit({"type": "start", "groups": [g.id for g in assignment.groups],
-                   "model": getattr(provider, "model", "")})
-    outcome = run_attempts(task, BuiltinExecutor(provider, sandbox), sandbox,
-                           transcript=transcript, cancel=cancel, on_event=progress.emit)
-    return outcome, getattr(provider, "model", assignment.provider.model)
+                   "model": model, "executor": assignment.executor})
+    outcome = run_attempts(task, executor, sandbox, transcript=transcript, cancel=cancel,
+                           on_event=progress.emit)
+    return outcome, model
+
+
+def make_executor(assignment: Assignment, provider: Any,
+                  sandbox: Sandbox) -> tuple[Executor, str]:
+    """Who works on the assignment (`provider` stands in for the built-in loop's model in
+    tests), and the model it uses."""
+    if assignment.executor == "claude-code":
+        model = assignment.provider.model
+        return claude_code.from_environment(model, sandbox, provider_env()), model
+    if provider is None:
+        provider = make_provider(assignment)
+    return BuiltinExecutor(provider, sandbox), getattr(provider, "model",
+                                                       assignment.provider.model)
 
 
 def make_provider(assignment: Assignment):

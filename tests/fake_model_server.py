@@ -72,6 +72,35 @@ def anthropic_message_json(text: str = "", tool_calls: list[dict[str, Any]] | No
     }
 
 
+def anthropic_sse(message: dict) -> bytes:
+    """`message` (an `anthropic_message_json` body) as the server-sent events of a streamed
+    answer (`"stream": true`, as Claude Code asks for)."""
+    def event(kind: str, data: dict) -> str:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
+
+    usage = message["usage"]
+    out = [event("message_start", {"message": {**message, "content": [], "stop_reason": None,
+                                               "usage": {**usage, "output_tokens": 1}}})]
+    for i, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            start, delta = {"type": "text", "text": ""}, {"type": "text_delta",
+                                                           "text": block["text"]}
+        elif block["type"] == "tool_use":
+            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        else:
+            start, delta = {"type": "thinking", "thinking": ""}, {
+                "type": "thinking_delta", "thinking": block["thinking"]}
+        out += [event("content_block_start", {"index": i, "content_block": start}),
+                event("content_block_delta", {"index": i, "delta": delta}),
+                event("content_block_stop", {"index": i})]
+    out += [event("message_delta", {"delta": {"stop_reason": message["stop_reason"],
+                                              "stop_sequence": None},
+                                    "usage": {"output_tokens": usage["output_tokens"]}}),
+            event("message_stop", {})]
+    return "".join(out).encode()
+
+
 _OPENAI_FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
 
 
@@ -275,6 +304,11 @@ def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet tests
             pass
 
+        def do_HEAD(self) -> None:  # noqa: N802 - a client's connectivity check
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
         def do_POST(self) -> None:  # noqa: N802 - http.server naming
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
@@ -310,6 +344,9 @@ def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
                                                   response.usage, stop_reason=response.stop_reason,
                                                   model=model, message_id=f"msg_{n}",
                                                   thinking=response.thinking)
+                    if isinstance(recorded.body, dict) and recorded.body.get("stream"):
+                        self._send_bytes(200, anthropic_sse(body), "text/event-stream", {})
+                        return
                 else:
                     body = openai_completion_json(response.text, response.tool_calls,
                                                   response.usage, stop_reason=response.stop_reason,

@@ -110,4 +110,5 @@ def assignment_values(a: dict[str, Any]) -> dict[str, Any]:
         "project_md": str(a.get("project_md") or "").strip(),
         "validation_command": str(a.get("validation_command") or ""),
         "branch": str(a.get("branch") or ""),
+        "executor": str(a.get("executor") or "builtin"),
     }

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 SANDBOX_HELP = ("Confine model-issued commands with bubblewrap: auto (where it works), on "
                 "(refuse to start without it) or off (config: sandbox.mode; default auto).")
+EXECUTOR_HELP = ("Who works in each worktree: builtin (agentrun's own loop) or claude-code (the "
+                 "Claude Code CLI, installed separately; config: executor).")
 NETWORK_HELP = "Let sandboxed commands reach the network (config: sandbox.network)."
 
 
@@ -70,6 +72,8 @@ def run(
     allow_network: bool = typer.Option(False, "--allow-network", help=NETWORK_HELP),
     junit: Path | None = typer.Option(None, "--junit", metavar="FILE", help=JUNIT_HELP),
     events: str | None = typer.Option(None, "--events", metavar="FILE|-", help=EVENTS_HELP),
+    executor: str | None = typer.Option(None, "--executor", metavar="builtin|claude-code",
+                                        help=EXECUTOR_HELP),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Execute a spec: plan, run workers wave by wave, merge, and write the summary."""
@@ -81,7 +85,7 @@ def run(
         max_steps=max_steps, token_budget=token_budget, worker_timeout=worker_timeout,
         max_retries=max_retries, validation_command=validation_command,
         sequential=sequential, interactive=interactive, sandbox=sandbox,
-        allow_network=allow_network, junit=junit, events=events)
+        allow_network=allow_network, junit=junit, events=events, executor=executor)
     raise typer.Exit(code)
 
 
@@ -92,7 +96,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "model": None, "script": None, "record": None, "max_steps": None, "token_budget": None,
     "worker_timeout": None, "max_retries": None, "validation_command": None,
     "sequential": False, "interactive": False, "sandbox": None, "allow_network": False,
-    "junit": None, "events": None,
+    "junit": None, "events": None, "executor": None,
 }
 
 
@@ -107,6 +111,23 @@ def refuse_critical(spec: Spec) -> None:
                        f"finding{'s' if len(critical) > 1 else ''}):{lines}",
                        hint=f"fix {spec.path} (see `agentrun audit --static`), or pass --force "
                             "to run it anyway")
+
+
+def _executor(name: str, provider: str, dry_run: bool) -> str:
+    """The executor asked for, checked before any worktree exists: a CLI executor needs its
+    CLI installed (exit 3) and its own provider's models (exit 2)."""
+    if name not in ("builtin", "claude-code"):
+        raise BadInput(f"invalid --executor {name!r}", hint="use builtin or claude-code")
+    if name == "claude-code":
+        if provider != "anthropic":
+            raise BadInput(f"the claude-code executor calls Anthropic models, but the provider "
+                           f"is {provider}", hint="use --provider anthropic (and a claude-* "
+                                                  "model), or --executor builtin")
+        if not dry_run:
+            from agentrun.executors.claude_code import find_cli
+
+            find_cli()
+    return name
 
 
 def execute(spec_arg: str | None, out, **given: Any) -> int:
@@ -155,6 +176,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
 
         pool.warm_up(cfg.provider)
     settings, limits = worker_settings(config, cfg, opts)
+    executor = _executor(opts["executor"] or config.executor, cfg.provider, opts["dry_run"])
     if opts["record"]:
         from agentrun.providers.recording import reset_recording
 
@@ -166,6 +188,9 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     summary_console.print(f"Sandbox: {sandbox_choice.describe()}"
                           + (" · network allowed" if sandbox.network and sandbox_choice.confined
                              else ""), markup=False)
+    if executor != "builtin":
+        summary_console.print(f"Executor: {executor} (its model calls need the network, so "
+                              "its sandbox allows it)", markup=False)
     for w in warnings:
         out.warn(w)
     if opts["dry_run"]:
@@ -191,7 +216,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         validation_command=opts["validation_command"] or config.validation_command,
         interactive=opts["interactive"] and tty, use_processes=not opts["sequential"],
         pricing=config.price_overrides(), ask_continue=ask, warnings=warnings,
-        sandbox=sandbox, sandbox_description=sandbox_choice.describe())
+        sandbox=sandbox, sandbox_description=sandbox_choice.describe(), executor=executor)
     with progress_for(out) as progress, \
             event_stream(opts["events"], progress, out) as on_event:
         orchestrator = Orchestrator(project, spec, plan, options, on_event=on_event)

@@ -67,4 +67,4 @@ def make_assignment(project: Project, spec: Spec, plan: Plan, options: RunOption
         pricing=options.pricing, result_path=str(result_path),
         transcript_path=str(record_dir / "transcript.jsonl"),
         progress_path=str(record_dir / "progress.ndjson"),
-        interactive=options.interactive, sandbox=options.sandbox)
+        interactive=options.interactive, sandbox=options.sandbox, executor=options.executor)

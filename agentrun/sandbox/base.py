@@ -34,10 +34,12 @@ class CommandResult:
 class Sandbox(Protocol):
     def run(self, command: str | Sequence[str], *, cwd: Path, timeout_s: float,
             env: Mapping[str, str], max_output_chars: int = 20_000,
-            redact: Callable[[str], str] = unchanged) -> CommandResult:
+            redact: Callable[[str], str] = unchanged,
+            on_output: Callable[[bytes], None] | None = None) -> CommandResult:
         """Run `command` (argv, or a shell command line for `/bin/bash -c`) in `cwd` with
         exactly `env`; after `timeout_s` it is killed with everything it started. `redact`
-        masks secrets in the output before it is cut to `max_output_chars`."""
+        masks secrets in the output before it is cut to `max_output_chars`; `on_output` sees
+        the raw output as it arrives (for a caller that follows a stream of events)."""
         ...
 
     def kill_all(self, sig: int = signal.SIGKILL) -> None:

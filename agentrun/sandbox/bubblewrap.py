@@ -31,11 +31,12 @@ class BwrapSandbox:
 
     def run(self, command: str | Sequence[str], *, cwd: Path, timeout_s: float,
             env: Mapping[str, str], max_output_chars: int = 20_000,
-            redact: Callable[[str], str] = unchanged) -> CommandResult:
+            redact: Callable[[str], str] = unchanged,
+            on_output: Callable[[bytes], None] | None = None) -> CommandResult:
         argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
         return self._local.run([*self._prefix(env.get("PATH", ""), cwd), *argv], cwd=cwd,
                                timeout_s=timeout_s, env=env, max_output_chars=max_output_chars,
-                               redact=redact)
+                               redact=redact, on_output=on_output)
 
     def _prefix(self, path_env: str, cwd: Path) -> list[str]:
         """bwrap and its options, up to the `--` before the command."""

@@ -38,6 +38,7 @@ class Jail:
     home: Path | None = None  # hidden behind an empty directory; None: the user's home
     home_allow: tuple[Path, ...] = ()  # paths under home to expose read-only
     path_env: str | None = None  # PATH of the command (its tool directories stay visible)
+    writable_paths: tuple[Path, ...] = ()  # outside the worktree (a coding-agent CLI's config)
 
 
 def bwrap_executable() -> str | None:
@@ -79,6 +80,8 @@ def confine(argv: Sequence[str], jail: Jail, exe: str = "bwrap",
         args += ["--tmpfs", str(home)]
         for path in _home_exposed(home, jail):
             args += ["--ro-bind-try", str(path), str(path)]
+    for path in jail.writable_paths:
+        args += ["--bind", str(path.resolve()), str(path.resolve())]
     args += ["--bind" if jail.writable else "--ro-bind", str(worktree), str(worktree)]
     # after the worktree: a checkout's own `.git` (a directory, or a linked worktree's pointer
     # file) and the shared git dir stay read-only even where they lie inside the worktree

@@ -49,11 +49,14 @@ class Capture:
         return (head_text[:keep_head] + _marker(cut)
                 + (tail_text[-keep_tail:] if keep_tail else ""))
 
-    def pump(self, stream: IO[bytes]) -> None:
-        """Read `stream` to its end (run in a thread of its own)."""
+    def pump(self, stream: IO[bytes], on_chunk: Callable[[bytes], None] | None = None) -> None:
+        """Read `stream` to its end (run in a thread of its own), showing each chunk to
+        `on_chunk` as it arrives."""
         try:
             while chunk := stream.read1(65536):
                 self.feed(chunk)
+                if on_chunk is not None:
+                    on_chunk(chunk)
         except (OSError, ValueError):
             pass  # the pipe was closed under us
 

@@ -39,7 +39,8 @@ class LocalSandbox:
 
     def run(self, command: str | Sequence[str], *, cwd: Path, timeout_s: float,
             env: Mapping[str, str], max_output_chars: int = 20_000,
-            redact: Callable[[str], str] = unchanged) -> CommandResult:
+            redact: Callable[[str], str] = unchanged,
+            on_output: Callable[[bytes], None] | None = None) -> CommandResult:
         argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
         cap = max(1, max_output_chars)
         capture = Capture(keep=cap * 4)
@@ -52,7 +53,7 @@ class LocalSandbox:
         if self._kills != kills:  # kill_all ran while this command was starting
             _kill_group(proc.pid, self._kill_signal)
         self._notify("spawn", proc.pid)
-        reader = threading.Thread(target=capture.pump, args=(proc.stdout,), daemon=True)
+        reader = threading.Thread(target=capture.pump, args=(proc.stdout, on_output), daemon=True)
         reader.start()
         timed_out = False
         try:

@@ -1,0 +1,316 @@
+"""The Claude Code executor: an attempt is one headless `claude -p` run in the worktree.
+
+The CLI runs in the worker's sandbox (with the network, which it needs for its model; files
+stay confined to the worktree), with a private HOME for its own config, telemetry and updates
+off, and no API key: it calls its model through a `KeyProxy` that holds the key. It reports
+through its stream of JSON events: they feed the live display and the transcript, and its last
+event carries the tokens and whether it failed. Its final message must end with a fenced JSON
+block, read like `submit_result`'s arguments; without a valid one the CLI is asked once more in
+the same session, then the attempt fails with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentrun.agent.prompts import render
+from agentrun.agent.results import AttemptOutcome, Submission
+from agentrun.errors import CannotStart
+from agentrun.executors.base import AgentTask, Attempt
+from agentrun.executors.keyproxy import KeyProxy
+from agentrun.protocol import Status, StopReason
+from agentrun.providers.base import Usage
+from agentrun.sandbox.base import Sandbox
+from agentrun.tools.agent_tools import SubmitResult
+from agentrun.tools.base import CommandPolicy
+from agentrun.tools.environment import private_home, scrubbed_env
+
+INSTALL = "npm install -g @anthropic-ai/claude-code@2"
+DEFAULT_UPSTREAM = "https://api.anthropic.com"
+MIN_MAJOR = 2
+QUIET = {"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
+         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+# what the CLI may do without asking: edits (acceptEdits) and these; its sandbox confines them
+ALLOWED_TOOLS = "Bash Edit MultiEdit Write Read Glob Grep LS NotebookEdit TodoWrite"
+WRITE_TOOLS = {"Bash", "Edit", "MultiEdit", "Write", "NotebookEdit"}
+_FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)\n[ \t]*```", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Cli:
+    """An installed CLI: the path of its executable and its version."""
+
+    exe: str
+    version: str
+
+
+def find_cli(exe: str = "claude") -> Cli:
+    """The `claude` CLI, checked to run and to be recent enough; CannotStart otherwise."""
+    path = shutil.which(exe)
+    if path is None:
+        raise CannotStart(f"the Claude Code CLI (`{exe}`) is not installed",
+                          hint=f"install it: {INSTALL}; or run with --executor builtin")
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60,
+                             check=False, stdin=subprocess.DEVNULL).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CannotStart(f"`{path} --version` did not run: {exc}",
+                          hint=f"reinstall it: {INSTALL}") from None
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)", out)
+    if match is None or int(match.group(1)) < MIN_MAJOR:
+        raise CannotStart(f"Claude Code {out or '(unknown version)'} at {path} is too old: "
+                          f"version {MIN_MAJOR}.x or later is needed", hint=f"update: {INSTALL}")
+    return Cli(str(Path(path).resolve()), match.group(0))
+
+
+@dataclass
+class _Stream:
+    """What the CLI's stream of JSON events said, followed as it arrives."""
+
+    emit: Callable[[dict[str, Any]], None]
+    record: Callable[..., None]
+    group: str
+    pending: bytes = b""
+    session: str | None = None
+    steps: int = 0
+    wrote: bool = False
+    last_thought: str = ""
+    last_action: str = ""
+    observation: str = ""
+    final: dict[str, Any] | None = None
+    noise: list[str] = field(default_factory=list)
+
+    def feed(self, chunk: bytes) -> None:
+        self.pending += chunk
+        *lines, self.pending = self.pending.split(b"\n")
+        for line in lines:
+            self.line(line.decode("utf-8", "replace"))
+
+    def line(self, text: str) -> None:
+        try:
+            event = json.loads(text)
+        except ValueError:
+            if text.strip():
+                self.noise = [*self.noise[-19:], text]
+            return
+        if not isinstance(event, dict):
+            return
+        kind = event.get("type")
+        self.session = event.get("session_id") or self.session
+        if kind == "assistant":
+            self._assistant(event.get("message") or {})
+        elif kind == "user":
+            self._tool_results(event.get("message") or {})
+        elif kind == "result":
+            self.final = event
+        self.record("cli_event", event=event)
+
+    def _assistant(self, message: dict[str, Any]) -> None:
+        tools = []
+        for block in message.get("content") or []:
+            if block.get("type") == "text" and str(block.get("text", "")).strip():
+                self.last_thought = str(block["text"]).strip()
+            elif block.get("type") == "tool_use":
+                name = str(block.get("name", "?"))
+                tools.append(name)
+                args = block.get("input") or {}
+                target = args.get("file_path") or args.get("command") or args.get("pattern")
+                self.last_action = f"{name} {target}" if target else name
+                self.wrote = self.wrote or name in WRITE_TOOLS
+        self.steps += 1
+        usage = message.get("usage") or {}
+        self.emit({"type": "step", "step": self.steps, "tool": tools[0] if tools else None,
+                   "tokens": int(usage.get("input_tokens") or 0)
+                   + int(usage.get("output_tokens") or 0), "group": self.group})
+
+    def _tool_results(self, message: dict[str, Any]) -> None:
+        for block in message.get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                content = block.get("content")
+                text = content if isinstance(content, str) else json.dumps(content)
+                self.observation = text[:2000]
+
+
+def config_dir() -> Path:
+    """The CLI's own config and sessions: in the worker's private HOME, which is removed when
+    the worker ends, and kept between the CLI's runs of one attempt (for `--resume`)."""
+    path = private_home() / ".claude-code"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def from_environment(model: str, sandbox: Sandbox,
+                     environ: Mapping[str, str]) -> ClaudeCodeExecutor:
+    """The executor for a worker: the installed CLI, and the Anthropic server and key of the
+    worker's environment (which only the key proxy gets)."""
+    key = environ.get("ANTHROPIC_API_KEY", "")
+    if not key:
+        raise CannotStart("the claude-code executor needs ANTHROPIC_API_KEY",
+                          hint="set it in the environment or in ~/.config/agentrun/config.yaml")
+    return ClaudeCodeExecutor(find_cli(), model, sandbox, key=key, config_dir=config_dir(),
+                              upstream=environ.get("ANTHROPIC_BASE_URL") or DEFAULT_UPSTREAM)
+
+
+class ClaudeCodeExecutor:
+    """Runs attempts with the `claude` CLI; `upstream` and `key` are the real model server and
+    key, which only the worker's `KeyProxy` holds."""
+
+    def __init__(self, cli: Cli, model: str, sandbox: Sandbox, *, upstream: str, key: str,
+                 config_dir: Path) -> None:
+        self.cli, self.model, self.sandbox = cli, model, sandbox
+        self.upstream, self.key = upstream, key
+        self.config_dir = config_dir  # the CLI's own, kept between its runs (for --resume)
+
+    def describe(self) -> dict[str, str]:
+        return {"provider": "claude-code", "model": self.model, "executor": "claude-code",
+                "cli_version": self.cli.version}
+
+    def run_attempt(self, task: AgentTask, attempt: Attempt) -> AttemptOutcome:
+        attempt.before_write()  # the CLI may write from its first moment
+        with KeyProxy(self.upstream, self.key) as proxy:
+            stream, stop = self._run(task, attempt, proxy, attempt.text, resume=None)
+            report = _report(stream)
+            if isinstance(report, str) and stop is None and stream.session and \
+                    stream.final is not None and not stream.final.get("is_error"):
+                attempt.transcript.record("cli_reask", reason=report)
+                again, stop = self._run(task, attempt, proxy, render(
+                    "claude_code_reask", {"problem": report}, task.project_root),
+                    resume=stream.session)
+                stream = _merged(stream, again)
+                report = _report(again)
+        usage = self._usage(stream)
+        attempt.budget.tokens.add(usage)
+        return _outcome(stream, report, stop, usage)
+
+    def _run(self, task: AgentTask, attempt: Attempt, proxy: KeyProxy, prompt: str,
+             resume: str | None) -> tuple[_Stream, StopReason | None]:
+        """One CLI process; (what it said, why it was stopped — None if it ended itself)."""
+        budget = attempt.budget
+        stream = _Stream(emit=attempt.on_event or (lambda e: None),
+                         record=attempt.transcript.record, group=task.group)
+        argv = [self.cli.exe, "-p", prompt, "--output-format", "stream-json", "--verbose",
+                "--model", self.model, "--permission-mode", "acceptEdits",
+                "--allowedTools", ALLOWED_TOOLS,
+                "--append-system-prompt", render("claude_code_system", {}, task.project_root)]
+        if resume:
+            argv += ["--resume", resume]
+        env, _secrets = scrubbed_env(task.command_policy or CommandPolicy())
+        env = {**env, "PATH": f"{Path(self.cli.exe).parent}:{env.get('PATH', '')}", **QUIET,
+               "CLAUDE_CONFIG_DIR": str(self.config_dir),
+               "ANTHROPIC_BASE_URL": proxy.url, "ANTHROPIC_API_KEY": proxy.token}
+        if task.limits.max_steps:
+            argv += ["--max-turns", str(task.limits.max_steps)]
+        attempt.transcript.record("cli_start", argv=[*argv[:2], "(prompt)", *argv[3:]],
+                                  resume=resume)
+        watcher = _CancelWatcher(budget.cancel, self.sandbox)
+        with watcher:
+            result = self.sandbox.run(argv, cwd=Path(task.worktree),
+                                      timeout_s=max(1.0, budget.time_left()), env=env,
+                                      on_output=_guarded(stream.feed))
+        if stream.pending:
+            stream.line(stream.pending.decode("utf-8", "replace"))
+        stop = StopReason.INTERRUPTED if watcher.fired else \
+            StopReason.TIMEOUT if result.timed_out else None
+        if stream.final is None and stop is None:
+            tail = "\n".join(stream.noise[-5:]) or result.output[-1000:]
+            stream.final = {"is_error": True, "result": f"the CLI exited with code "
+                            f"{result.exit_code} without a result: {tail.strip()}"}
+        return stream, stop
+
+    def _usage(self, stream: _Stream) -> Usage:
+        usage = (stream.final or {}).get("usage") or {}
+        return Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
+                     int(usage.get("cache_read_input_tokens") or 0),
+                     int(usage.get("cache_creation_input_tokens") or 0))
+
+
+class _CancelWatcher:
+    """Stops the CLI when the worker is told to stop (the sandbox call itself blocks)."""
+
+    def __init__(self, cancel: threading.Event, sandbox: Sandbox) -> None:
+        self.cancel, self.sandbox, self.fired = cancel, sandbox, False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.05):
+            if self.cancel.is_set():
+                self.fired = True
+                self.sandbox.kill_all(signal.SIGTERM)
+                return
+
+    def __enter__(self) -> _CancelWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def _guarded(feed: Callable[[bytes], None]) -> Callable[[bytes], None]:
+    """A failure to follow the stream must not stop the output being read."""
+    def safe(chunk: bytes) -> None:
+        with contextlib.suppress(Exception):  # the transcript and the result still get it
+            feed(chunk)
+    return safe
+
+
+def _merged(first: _Stream, second: _Stream) -> _Stream:
+    """The follow-up continues the same session: its steps count on from the first run's, and
+    the tokens of both are paid."""
+    second.steps += first.steps
+    second.wrote = second.wrote or first.wrote
+    a, b = (first.final or {}).get("usage") or {}, (second.final or {}).get("usage") or {}
+    if second.final is not None:
+        second.final["usage"] = {k: int(a.get(k) or 0) + int(b.get(k) or 0)
+                                 for k in set(a) | set(b)
+                                 if isinstance(a.get(k, 0), int) and isinstance(b.get(k, 0), int)}
+    return second
+
+
+def _report(stream: _Stream) -> Submission | str:
+    """The submission in the CLI's final message, or what is wrong with it."""
+    final = stream.final or {}
+    if final.get("is_error"):
+        return f"the CLI reported an error: {str(final.get('result') or final)[:500]}"
+    blocks = _FENCE.findall(str(final.get("result") or ""))
+    if not blocks:
+        return "the final message has no fenced JSON block with the result"
+    try:
+        args = SubmitResult.Args.model_validate_json(blocks[-1])
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        return f"the result block is invalid: {'.'.join(map(str, err['loc']))}: {err['msg']}"
+    return Submission(args.status, args.summary, list(args.criteria_met), list(args.deviations),
+                      args.error, None, args.no_change_needed)
+
+
+def _outcome(stream: _Stream, report: Submission | str, stop: StopReason | None,
+             usage: Usage) -> AttemptOutcome:
+    where = {"steps": stream.steps, "usage": usage, "wrote": stream.wrote,
+             "last_thought": stream.last_thought, "last_action": stream.last_action,
+             "observation": stream.observation}
+    if stop is not None:
+        return AttemptOutcome(status=Status.FAILED, stop_reason=stop,
+                              summary=f"Stopped ({stop}) after {stream.steps} steps.",
+                              error=f"the CLI was stopped: {stop}", **where)
+    if isinstance(report, str):
+        return AttemptOutcome(status=Status.FAILED, stop_reason=StopReason.ERROR,
+                              summary=stream.last_thought[:1000], error=report, **where)
+    return AttemptOutcome(status=report.status, stop_reason=StopReason.COMPLETED,
+                          summary=report.summary, error=report.error, submission=report,
+                          criteria_met=report.criteria_met, deviations=report.deviations,
+                          no_change_needed=report.no_change_needed, **where)

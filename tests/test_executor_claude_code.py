@@ -1,0 +1,213 @@
+"""Claude Code as the executor: the real `claude` CLI against a fake Anthropic server.
+
+The CLI is installed once into a cache folder (npm, pinned major version; `.ci/run` does it
+before the suite). The fake server speaks the streaming Messages API and answers with Claude
+Code's own tool names, so the CLI really edits the worktree; agentrun's worker commits, verifies
+and merges as for its own loop.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clirun import agentrun
+from fake_model_server import Error, FakeModelServer, RecordedRequest, Reply
+from gitutil import init_repo, run_git
+from runkit import STATE_MD, spec_text
+
+CACHE = Path(os.environ.get("AGENTRUN_TEST_CLAUDE_CACHE")
+             or Path.home() / ".cache" / "agentrun-tests" / "claude-code")
+PACKAGE = "@anthropic-ai/claude-code@2"
+API_KEY = "sk-test-key-kept-by-the-proxy"
+SPEC = "SPEC-50"
+GROUPS = [("G1", [], "src/alpha.txt"), ("G2", [], "src/beta.txt"),
+          ("G3", ["G1", "G2"], "src/gamma.txt")]
+USAGE = {"input_tokens": 100, "output_tokens": 20, "cache_read_tokens": 0,
+         "cache_write_tokens": 0}
+CREATE = re.compile(r"Create `?([\w./-]+\.txt)")
+CWD = re.compile(r"[Ww]orking directory: (/[^\s\"\\]+)")
+
+
+@pytest.fixture(scope="session")
+def claude_bin() -> Path:
+    """The installed CLI's folder (installed on first use; one install across test workers)."""
+    exe = CACHE / "node_modules" / ".bin" / "claude"
+    if not exe.exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.skip("node/npm are not installed here, so the Claude Code CLI cannot be")
+        CACHE.mkdir(parents=True, exist_ok=True)
+        with open(CACHE / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not exe.exists():
+                subprocess.run([npm, "install", "--prefix", str(CACHE), "--no-audit",
+                                "--no-fund", PACKAGE], check=True, capture_output=True,
+                               timeout=600)
+    return exe.parent
+
+
+def env_for(server: FakeModelServer, claude_dir: Path | None) -> dict[str, str]:
+    path = os.environ.get("PATH", "")
+    if claude_dir is None:  # a PATH without the CLI
+        path = os.pathsep.join(p for p in path.split(os.pathsep)
+                               if not (Path(p) / "claude").exists())
+    return {"ANTHROPIC_BASE_URL": server.anthropic_base_url, "ANTHROPIC_API_KEY": API_KEY,
+            "PATH": f"{claude_dir}{os.pathsep}{path}" if claude_dir else path}
+
+
+def make_project(root: Path, groups=GROUPS) -> Path:
+    return init_repo(root, {
+        "README.md": "# fixture\n",
+        ".gitignore": ".specflow/runs/\n",
+        ".specflow/PROJECT.md": "# Project\n\nA fixture.\n",
+        ".specflow/STATE.md": STATE_MD.format(spec=SPEC),
+        f".specflow/specs/{SPEC}.md": spec_text(SPEC, groups),
+    })
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return " ".join(str(p.get("text", "")) for p in content or [] if isinstance(p, dict))
+
+
+def report(status: str = "complete", **extra: Any) -> str:
+    data = {"status": status, "summary": "wrote the file", "criteria_met": ["every file exists"],
+            "deviations": [], **extra}
+    return f"Done.\n\n```json\n{json.dumps(data)}\n```\n"
+
+
+class CliModel:
+    """Answers Claude Code as a model would: write the group's file with `Write`, then end
+    with the result block. `final` replaces that last message (a CLI that misbehaves)."""
+
+    def __init__(self, final: list[str] | None = None) -> None:
+        self.final = final
+        self.finals = 0
+
+    def __call__(self, request: RecordedRequest) -> Reply | Error:
+        body = request.body or {}
+        messages = body.get("messages") or []
+        if not body.get("tools"):  # a side request (a title, a summary): answer briefly
+            return Reply(text="ok", usage=USAGE)
+        first = text_of(messages[0].get("content")) if messages else ""
+        target, cwd = CREATE.search(first), CWD.search(json.dumps(body))
+        last = messages[-1].get("content") if messages else None
+        answered = isinstance(last, list) and any(
+            isinstance(p, dict) and p.get("type") == "tool_result" for p in last)
+        if target and cwd and not answered and len(messages) == 1:
+            path = f"{cwd.group(1)}/{target.group(1)}"
+            return Reply(tool_calls=[{"name": "Write", "arguments": {
+                "file_path": path, "content": f"made for {target.group(1)}\n"}}], usage=USAGE)
+        if self.final is not None:
+            self.finals += 1
+            return Reply(text=self.final[min(self.finals, len(self.final)) - 1], usage=USAGE)
+        return Reply(text=report(), usage=USAGE)
+
+
+def run(root: Path, server: FakeModelServer, claude_dir: Path | None, *extra: str):
+    return agentrun("run", SPEC, "--executor", "claude-code", "--provider", "anthropic",
+                    "--model", "claude-sonnet-4-6", "--yes", "--json", *extra,
+                    env=env_for(server, claude_dir), cwd=root, timeout=400)
+
+
+def test_claude_code_workers_run_an_orchestrated_spec(tmp_path, claude_bin):
+    root = make_project(tmp_path / "project")
+    with FakeModelServer(responder=CliModel()) as server:
+        proc = run(root, server, claude_bin)
+    assert proc.returncode == 0, proc.stderr
+    result = proc.json
+    assert result["status"] == "complete"
+    assert [set(w["groups"]) for w in result["waves"]] == [{"G1", "G2"}, {"G3"}]
+    for gid, _, path in GROUPS:
+        assert (root / path).read_text() == f"made for {path}\n"
+        group = result["groups"][gid]
+        assert group["status"] == "complete" and group["files_created"] == [path]
+        assert group["criteria_met"] == ["every file exists"]
+        run_git(root, "merge-base", "--is-ancestor", group["commits"][0], "HEAD")
+        assert group["usage"]["input_tokens"] > 0
+    assert result["cost_usd"] > 0
+    assert run_git(root, "status", "--porcelain") == ""
+    # the CLI called its model through the worker's key proxy: the server got the real key,
+    # and no request body (tool results included) and no file the run wrote holds it
+    tooled = [r for r in server.requests if (r.body or {}).get("tools")]
+    assert tooled and {t["name"] for t in tooled[0].body["tools"]} >= {"Write", "Bash"}
+    assert all(r.headers.get("x-api-key") == API_KEY for r in server.requests)
+    assert not [r.path for r in server.requests if API_KEY.encode() in r.raw]
+    written = [p for d in (".specflow/runs", ".specflow/execution") for p in
+               (root / d).rglob("*") if p.is_file()]
+    assert [str(p) for p in written if API_KEY.encode() in p.read_bytes()] == []
+
+
+def test_a_cli_that_never_reports_is_asked_once_more_then_gives_up(tmp_path, claude_bin):
+    """No result block even when asked again: not complete. The file it wrote is kept as
+    partial work (the rule for any attempt that fails after writing), with the reason."""
+    root = make_project(tmp_path / "project", GROUPS[:1])
+    model = CliModel(final=["All done, the file is written."])
+    with FakeModelServer(responder=model) as server:
+        proc = run(root, server, claude_bin, "--max-retries", "0")
+    assert proc.returncode == 1, proc.stderr
+    group = proc.json["groups"]["G1"]
+    assert group["status"] == "partial" and group["files_created"] == ["src/alpha.txt"]
+    assert "no fenced JSON block" in group["error"]
+    assert model.finals == 2  # the follow-up in the same session got no block either
+    resumed = [r for r in server.requests if "Your result could not be read"
+               in json.dumps((r.body or {}).get("messages", []))]
+    assert resumed and len(resumed[0].body["messages"]) > 2  # it continued the conversation
+
+
+def test_a_late_report_after_the_follow_up_is_accepted(tmp_path, claude_bin):
+    root = make_project(tmp_path / "project", GROUPS[:1])
+    model = CliModel(final=["The file is written.", report()])
+    with FakeModelServer(responder=model) as server:
+        proc = run(root, server, claude_bin, "--max-retries", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.json["groups"]["G1"]["status"] == "complete"
+    assert (root / "src/alpha.txt").exists()
+
+
+def test_a_cli_error_fails_the_group_with_the_reason(tmp_path, claude_bin):
+    root = make_project(tmp_path / "project", GROUPS[:1])
+    with FakeModelServer(responder=lambda r: Error(400, "model zzz-4711 is unknown")) as server:
+        proc = run(root, server, claude_bin, "--max-retries", "0")
+    assert proc.returncode == 1, proc.stderr
+    group = proc.json["groups"]["G1"]
+    assert group["status"] == "failed"
+    assert "the CLI reported an error" in group["error"]
+    assert "zzz-4711" in group["error"]
+
+
+def test_a_cli_past_the_worker_timeout_is_stopped(tmp_path, claude_bin):
+    root = make_project(tmp_path / "project", GROUPS[:1])
+    with FakeModelServer(responder=lambda r: Reply(text="...", delay_s=60)) as server:
+        proc = run(root, server, claude_bin, "--max-retries", "0", "--worker-timeout", "8")
+    assert proc.returncode == 1, proc.stderr
+    group = proc.json["groups"]["G1"]
+    assert group["status"] == "failed" and group["stop_reason"] == "timeout"
+
+
+def test_a_missing_cli_stops_the_run_before_any_worker(tmp_path):
+    root = make_project(tmp_path / "project")
+    with FakeModelServer(responder=CliModel()) as server:
+        proc = run(root, server, None)
+    assert proc.returncode == 3
+    assert "npm install -g @anthropic-ai/claude-code" in proc.json["error"]["hint"]
+    assert not server.requests
+    assert run_git(root, "worktree", "list").count("\n") == 0  # no worktree was made
+
+
+def test_claude_code_needs_the_anthropic_provider(tmp_path):
+    root = make_project(tmp_path / "project")
+    proc = agentrun("run", SPEC, "--executor", "claude-code", "--provider", "openai",
+                    "--yes", "--json", env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"},
+                    cwd=root)
+    assert proc.returncode == 2
+    assert "--provider anthropic" in proc.json["error"]["hint"]
