@@ -52,7 +52,7 @@ def test_a_failed_group_blocks_its_dependent_and_keeps_its_worktree(tmp_path):
     # G1 merged and its worktree gone; G2's kept for a human
     assert (orch.root / "a.txt").read_text() == "one\n"
     assert run_git(orch.root, "log", "--merges", "--format=%s", f"{base}..HEAD") \
-        .splitlines() == ["Merge SPEC-O G1: Create a.txt"]
+        .splitlines() == ["Merge SPEC-O G1: Create `a.txt`"]
     assert groups["G1"].worktree is None
     assert groups["G2"].worktree and (orch.run_dir / "worktrees" / "G2").is_dir()
     # the reports are committed; the tree is clean but for the run record

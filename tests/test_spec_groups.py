@@ -109,21 +109,22 @@ def test_columns_in_any_order_and_case_with_extras():
 | bo | — | 10% | G2 | Build `src/b.py` | |
 """)
     assert [(g.id, g.dependencies, g.est_context, g.tasks) for g in spec.groups] == [
-        ("G1", ["G2"], "~20%", ["Build src/a.py"]), ("G2", [], "10%", ["Build src/b.py"])]
+        ("G1", ["G2"], "~20%", ["Build `src/a.py`"]), ("G2", [], "10%", ["Build `src/b.py`"])]
     assert spec.group("G1").files == ["src/a.py"]
 
 
-def test_tasks_cell_split_on_br_and_semicolons_formatting_stripped():
+def test_tasks_cell_split_on_br_and_semicolons_text_as_written():
     spec = spec_with("""| Group | Tasks | Dependencies |
 |---|---|---|
 | G1 | **Schema**: `src/schema.py`<br>Add *loader*; wire into `src/cli.py`<br/>Tests | — |
 | G2 | Parse `a;b` cells; keep [links](http://x.io) text | G1 |
 """)
     g1, g2 = spec.groups
-    assert g1.tasks == ["Schema: src/schema.py", "Add loader", "wire into src/cli.py", "Tests"]
-    assert g1.title == "Schema: src/schema.py"
+    assert g1.tasks == ["**Schema**: `src/schema.py`", "Add *loader*", "wire into `src/cli.py`",
+                        "Tests"]
+    assert g1.title == "**Schema**: `src/schema.py`"
     assert g1.files == ["src/schema.py", "src/cli.py"]
-    assert g2.tasks == ["Parse a;b cells", "keep links text"]
+    assert g2.tasks == ["Parse `a;b` cells", "keep [links](http://x.io) text"]
 
 
 def test_segments_merge_into_one_group():
@@ -131,15 +132,17 @@ def test_segments_merge_into_one_group():
     assert [g.id for g in spec.groups] == ["G1", "G2", "G3", "G4", "G5"]
     g2, g3, g4 = spec.group("G2"), spec.group("G3"), spec.group("G4")
     assert g2.segments == ["S1", "S2"] and g3.segments == ["S1", "S2"]
-    assert g2.tasks == ["Confine read_file, write_file in agentrun/tools/files.py",
-                        "Confine list_files, search_files", "tests in tests/test_tools_files.py"]
+    assert g2.tasks == ["Confine `read_file`, `write_file` in `agentrun/tools/files.py`",
+                        "Confine `list_files`, `search_files`",
+                        "tests in `tests/test_tools_files.py`"]
     # `G2-S1` in G2's second row means G2 itself: no self-dependency
     assert g2.dependencies == ["G1"] and g3.dependencies == []
     assert g2.files == ["agentrun/tools/files.py", "tests/test_tools_files.py"]
     assert g2.line == 63 and g3.line == 65
     # the row with an empty group cell continues G4
-    assert g4.tasks == ["Policy file loader agentrun/tools/policy.py",
-                        "Wire policy into the registry", "Document the policy format in README.md"]
+    assert g4.tasks == ["Policy file loader `agentrun/tools/policy.py`",
+                        "Wire policy into the registry",
+                        "Document the policy format in `README.md`"]
     assert g4.files == ["agentrun/tools/policy.py", "README.md"]
     assert g4.dependencies == ["G1", "G2", "G3"]
     assert spec.group("G5").dependencies == ["G1", "G2", "G3", "G4"]
@@ -205,15 +208,15 @@ def test_heading_per_group_fixture():
         ("G5", "Fake-server tests"), ("G6", "Docs")]
     assert deps(spec) == {"G1": [], "G2": ["G1"], "G3": ["G1"], "G4": ["G1", "G3"],
                           "G5": ["G1", "G2", "G3", "G4"], "G6": []}
-    assert spec.group("G2").tasks == ["Create agentrun/providers/anthropic.py",
-                                      "Map usage fields, including cache tokens",
+    assert spec.group("G2").tasks == ["Create `agentrun/providers/anthropic.py`",
+                                      "Map `usage` fields, including cache tokens",
                                       "Port the retry classification"]
-    assert spec.group("G4").tasks == ["Read AGENTRUN_PROVIDER and AGENTRUN_MODEL",
+    assert spec.group("G4").tasks == ["Read `AGENTRUN_PROVIDER` and `AGENTRUN_MODEL`",
                                       "Error when no model is configured"]
     assert spec.group("G4").files == ["agentrun/config.py", "agentrun/errors.py"]
     assert spec.group("G5").files == ["tests/fake_model_server.py",
                                       "tests/test_providers_http.py"]
-    assert spec.group("G6").tasks == ["Update README.md with the provider matrix."]
+    assert spec.group("G6").tasks == ["Update `README.md` with the provider matrix."]
     assert [g.line for g in spec.groups] == [61, 66, 72, 77, 84, 89]
     # `Wave 1: [G7, G8]` sits in a fence in Context: ignored
     assert spec.declared_waves == {}
@@ -228,7 +231,7 @@ def test_heading_per_group_fixture():
     ("#### G2: Parser", "G2", "Parser", []),
     ("### G02: Parser (no dependencies)", "G2", "Parser", []),
     ("### G2: Parser — depends on G1", "G2", "Parser", ["G1"]),
-    ("### G2: `src/parse.py` (depends on G1) (Wave 2)", "G2", "src/parse.py", ["G1"]),
+    ("### G2: `src/parse.py` (depends on G1) (Wave 2)", "G2", "`src/parse.py`", ["G1"]),
 ])
 def test_group_heading_variants(heading, gid, title, expected):
     spec = spec_with(f"### G1: Base\n\n- base\n\n{heading}\n\n- [ ] do it\n")
@@ -262,14 +265,14 @@ def test_dependency_lines_fixture():
                           "G5": ["G4"]}
     g1, g4, g5 = spec.group("G1"), spec.group("G4"), spec.group("G5")
     assert g1.est_context == "~10%"
-    assert g1.tasks == ["Define the record dataclasses in agentrun/report/record.py",
-                        "Serialise with agentrun/fsutil.py (atomic)"]
-    assert g4.tasks == ["Add --junit PATH to agentrun/cli/run_cmd.py",
-                        "Document the flag in README.md"]
+    assert g1.tasks == ["Define the record dataclasses in `agentrun/report/record.py`",
+                        "Serialise with `agentrun/fsutil.py` (atomic)"]
+    assert g4.tasks == ["Add `--junit PATH` to `agentrun/cli/run_cmd.py`",
+                        "Document the flag in `README.md`"]
     assert g4.declared_wave == 3 and spec.declared_waves == {"G4": 3}
     assert g5.tasks == ["Run the example project with the scripted provider and parse the "
                         "JUnit file"]
-    assert spec.group("G3").tasks == ["Call the record writer from agentrun/orchestrator.py "
+    assert spec.group("G3").tasks == ["Call the record writer from `agentrun/orchestrator.py` "
                                       "when the last wave ends"]
 
 
@@ -408,7 +411,7 @@ def test_summary_table_and_detail_headings_merge():
 - Write `src/parse.py`
 """)
     g1, g2 = spec.groups
-    assert (g1.title, g1.tasks, g1.files) == ("Models", ["Models", "Define src/models.py"],
+    assert (g1.title, g1.tasks, g1.files) == ("Models", ["Models", "Define `src/models.py`"],
                                               ["src/models.py"])
     assert g2.dependencies == ["G1", "G3"]
     assert g2.line == 18 and g2.declared_wave == 2  # its table row comes first
@@ -425,8 +428,8 @@ def test_table_fixture_groups():
     assert deps(spec) == {"G1": [], "G2": [], "G3": ["G1"], "G4": ["G1", "G3"],
                           "G5": ["G1", "G2", "G3", "G4"]}
     g1 = spec.group("G1")
-    assert g1.tasks == ["Define the checkpoint schema in agentrun/checkpoint.py",
-                        "Add load() and save()"]
+    assert g1.tasks == ["Define the checkpoint schema in `agentrun/checkpoint.py`",
+                        "Add `load()` and `save()`"]
     assert g1.files == ["agentrun/checkpoint.py"]
     assert g1.est_context == "~15%" and g1.declared_wave == 1
     assert spec.group("G4").files == ["agentrun/cli/run_cmd.py"]

@@ -18,6 +18,7 @@ from agentrun.spec.markdown import (
     code_spans,
     norm_title,
     plain,
+    source_text,
     split_br,
     split_lines_of,
     split_semicolons,
@@ -179,7 +180,7 @@ def _read_row(cols: _Columns, cells: list[Token], line: int) -> GroupDef | None:
         segment = _segment_label(seg_text)
     est = plain(_cell(cells, cols.est))
     row = GroupDef(gid, line, segment=segment, est=None if is_none(est) else est)
-    row.title = plain(_cell(cells, cols.title)) or rest
+    row.title = source_text(_cell(cells, cols.title)) or rest
     if cols.wave is not None:
         row.wave = first_int(plain(_cell(cells, cols.wave)))
     _continue_row(row, cols, cells)
@@ -193,7 +194,7 @@ def _continue_row(row: GroupDef, cols: _Columns, cells: list[Token]) -> None:
     files: list[str] = []
     for cell in cells:
         files.extend(code_spans(children(cell)))
-    files.extend(_FILE_SPLIT.split(plain(_cell(cells, cols.files))))
+    files.extend(_listed_files(_cell(cells, cols.files)))
     row.files.extend(f for f in files if looks_like_path(f))
     row.deps = unique(row.deps + dependency_refs(plain(_cell(cells, cols.deps))))
 
@@ -203,10 +204,15 @@ def _cell_tasks(tokens: list[Token]) -> list[str]:
     out: list[str] = []
     for part in split_br(tokens):
         for piece in split_semicolons(part):
-            text = _clean_task(plain(piece))
+            text = _clean_task(source_text(piece))
             if text:
                 out.append(text)
     return out
+
+
+def _listed_files(tokens: list[Token]) -> list[str]:
+    """A Files cell's paths as written (`__init__.py` is not emphasis there)."""
+    return [f.strip("`").strip() for f in _FILE_SPLIT.split(source_text(tokens)) if f.strip("`")]
 
 
 def _clean_task(text: str) -> str:
@@ -253,6 +259,9 @@ def _read_group_headings(doc: Doc, impl: Heading, start: int, end: int, found: F
 def _heading_def(doc: Doc, heading: Heading, parsed: tuple[str, str | None, str],
                  body_end: int) -> GroupDef:
     gid, segment, rest = parsed
+    written = parse_group_cell(_NUMBERED.sub("", source_text(children(heading.inline))))
+    if written is not None and written[0] == gid:  # the title as written, `code` and all
+        rest = written[2]
     group = GroupDef(gid, heading.line + 1, segment=segment, source="heading")
     group.title = _title_notes(rest, group)
     start = heading.index + 3
@@ -263,7 +272,7 @@ def _heading_def(doc: Doc, heading: Heading, parsed: tuple[str, str | None, str]
         if item.depth == 0 and item.inline is not None:
             first = split_lines_of(children(item.inline))[0]
             if not _KEY.match(plain(first)):
-                task = _clean_task(plain(children(item.inline)))
+                task = _clean_task(source_text(children(item.inline)))
                 if task:
                     group.tasks.append(task)
     for table in doc.tables(start, body_end):
@@ -275,12 +284,13 @@ def _heading_def(doc: Doc, heading: Heading, parsed: tuple[str, str | None, str]
                            not in ("#", "id", "no", "no.", "n", "order")), 0)
         for _, cells in table.rows:
             group.tasks.extend(_cell_tasks(_cell(cells, column)))
-            group.files.extend(f for f in _FILE_SPLIT.split(plain(_cell(cells, cols.files)))
+            group.files.extend(f for f in _listed_files(_cell(cells, cols.files))
                                if looks_like_path(f))
     if not group.tasks:
         for inline in doc.paragraphs(start, body_end):
-            lines = [plain(p) for p in split_lines_of(children(inline))]
-            text = " ".join(t for t in lines if t and not _KEY.match(t))
+            parts = split_lines_of(children(inline))
+            text = " ".join(source_text(p) for p in parts
+                            if plain(p) and not _KEY.match(plain(p)))
             if text:
                 group.tasks.append(text)
     spans = code_spans(children(heading.inline))

@@ -191,6 +191,39 @@ def plain(tokens: Iterable[Token]) -> str:
     return _SPACES.sub(" ", "".join(out)).strip()
 
 
+_EMPHASIS = {"strong_open", "strong_close", "em_open", "em_close", "s_open", "s_close"}
+
+
+def source_text(tokens: Iterable[Token]) -> str:
+    """Inline tokens back as the markdown their author wrote: code spans with their
+    backticks, emphasis markers, links with their targets. Task text reaches workers and
+    commit messages like this, because `plain` would turn `calc/__init__.py` (read as
+    emphasis) into `calc/init.py`."""
+    out: list[str] = []
+    links: list[str] = []  # the targets of the links being written
+    for tok in tokens:
+        kind = tok.type
+        if kind == "text":
+            out.append(tok.content)
+        elif kind == "code_inline":
+            out.append(f"{tok.markup}{tok.content}{tok.markup}")
+        elif kind in _EMPHASIS:
+            out.append(tok.markup)
+        elif kind == "link_open":
+            autolink = tok.markup == "autolink"
+            links.append("" if autolink else f"]({tok.attrGet('href') or ''})")
+            out.append("" if autolink else "[")
+        elif kind == "link_close":
+            out.append(links.pop() if links else "")
+        elif kind in ("softbreak", "hardbreak"):
+            out.append(" ")
+        elif kind == "html_inline":
+            out.append(tok.content)
+        elif kind == "image":
+            out.append(f"![{source_text(tok.children or [])}]({tok.attrGet('src') or ''})")
+    return _SPACES.sub(" ", "".join(out)).strip()
+
+
 def code_spans(tokens: Iterable[Token]) -> list[str]:
     return [tok.content.strip() for tok in tokens if tok.type == "code_inline"]
 
