@@ -77,6 +77,20 @@ class IntegrationCheck:
 
 
 @dataclass
+class ReviewRecord:
+    """One review of the run's merged result (at its end, or after a fix): the verdict, the
+    spec's `### Review vN` it was written as (None: the reviewer submitted no review), and
+    what the reviewer cost."""
+
+    result: str  # APPROVED | CHANGES_REQUESTED
+    version: int | None = None
+    error: str | None = None
+    findings: int = 0
+    usage: dict[str, int] = field(default_factory=lambda: Usage().to_dict())
+    cost_usd: float | None = 0.0
+
+
+@dataclass
 class RunState:
     run_id: str
     spec_id: str
@@ -97,6 +111,8 @@ class RunState:
     stop_reason: StopReason | None = None  # the run's own (integration), not its agents'
     integration_command: str | None = None  # None: the run was not integration-checked
     integration: list[IntegrationCheck] = field(default_factory=list)
+    reviews: list[ReviewRecord] = field(default_factory=list)
+    review_skipped: str | None = None  # why the run was not reviewed (`--no-review`, ...)
 
     def __post_init__(self) -> None:
         self.status = RunStatus(self.status)
@@ -108,11 +124,14 @@ class RunState:
         total = Usage()
         for g in self.groups.values():
             total = total + Usage(**g.usage)
+        for r in self.reviews:
+            total = total + Usage(**r.usage)
         return total
 
     @property
     def cost_usd(self) -> float | None:
         costs = [g.cost_usd for g in self.groups.values() if g.status != Status.PENDING]
+        costs += [r.cost_usd for r in self.reviews]
         return None if any(c is None for c in costs) else round(sum(costs), 6)
 
     def counts(self) -> dict[str, int]:
@@ -126,12 +145,17 @@ class RunState:
         data["usage"] = self.usage.to_dict()
         data["cost_usd"] = self.cost_usd
         data["counts"] = self.counts()
+        last = self.reviews[-1] if self.reviews else None
+        data["review"] = {"reviewed": last is not None and last.version is not None,
+                          "result": last.result if last else None,
+                          "version": last.version if last else None,
+                          "skipped": self.review_skipped}
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunState:
         names = {f.name for f in fields(cls)}
-        nested = ("waves", "groups", "integration")
+        nested = ("waves", "groups", "integration", "reviews")
         base = {k: v for k, v in data.items() if k in names and k not in nested}
         gnames = {f.name for f in fields(GroupState)}
         return cls(
@@ -140,6 +164,7 @@ class RunState:
             groups={k: GroupState(**{f: v for f, v in g.items() if f in gnames})
                     for k, g in data.get("groups", {}).items()},
             integration=[IntegrationCheck(**c) for c in data.get("integration", [])],
+            reviews=[ReviewRecord(**r) for r in data.get("reviews", [])],
         )
 
 
@@ -172,7 +197,7 @@ def load_state(path: Path) -> RunState | None:
 
 
 _TEXT_FIELDS = ("run_id", "spec_id", "spec_path", "mode", "base_commit", "started")
-_NESTED = (("waves", list), ("groups", dict), ("integration", list))
+_NESTED = (("waves", list), ("groups", dict), ("integration", list), ("reviews", list))
 
 
 def _shape_problem(data: Any) -> str | None:
