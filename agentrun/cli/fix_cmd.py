@@ -41,7 +41,7 @@ def fix(
     review with open findings (run `agentrun review` first); 3 when the run cannot start.
     """
     from agentrun.cli.run_cmd import (
-        provider_config,
+        _provider_config,
         report_run,
         review_settings,
         worker_settings,
@@ -74,7 +74,7 @@ def fix(
     opts = {"provider": provider, "model": model, "script": script, "max_steps": max_steps,
             "token_budget": token_budget, "worker_timeout": None, "max_retries": None,
             "record": None, "fix_cycles": cycles}
-    cfg = provider_config(project, plan, opts)
+    cfg = _provider_config(project, plan, opts)
     settings, limits = worker_settings(project.config, cfg, opts)
     box, choice = resolve(sandbox, False, project.config.sandbox)
     options = RunOptions(

@@ -159,7 +159,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
                                               config.sandbox)
     if sandbox_choice.fell_back:
         warnings.append(f"commands run unconfined: sandbox {sandbox_choice.describe()}")
-    cfg = provider_config(project, plan, opts)
+    cfg = _provider_config(project, plan, opts)
     if cfg.script:  # a bad script is bad input now, not once per worker after worktrees exist
         from agentrun.providers.scripted import ScriptedProvider
 
@@ -268,7 +268,7 @@ def worker_settings(config: ProjectConfig, cfg, opts: dict[str, Any]):
     return settings, limits
 
 
-def provider_config(project, plan, opts):
+def _provider_config(project, plan, opts):
     from agentrun.agent.definitions import load_agent
     from agentrun.providers.registry import resolve_provider_config
 
