@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentrun.agent.terminator import Limits
 from agentrun.protocol import ProviderSettings, SandboxSettings, WorkerLimits
-
-if TYPE_CHECKING:
-    from agentrun.run.review_step import ReviewSettings
 
 
 @dataclass
@@ -30,5 +27,5 @@ class RunOptions:
     warnings: list[str] = field(default_factory=list)  # recorded in STATE.md's Warnings
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)  # workers and checks
     sandbox_description: str = ""  # "on (bubblewrap)", "off (why)": for the run record
-    review: ReviewSettings | None = None  # None: the run is not reviewed at its end
+    review: Any = None  # run.review_step.ReviewSettings; None: not reviewed at its end
     review_skipped: str | None = None  # why not, for the record (`--no-review`)
