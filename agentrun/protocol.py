@@ -71,6 +71,7 @@ class StopReason(StrEnum):
     ERROR = "error"
     INTERRUPTED = "interrupted"
     INTEGRATION = "integration"  # a run's: a wave's merged result failed the validation command
+    REVIEW = "review"  # a run's: the reviewer did not approve its merged result
 
 
 class RunStatus(StrEnum):

@@ -68,7 +68,7 @@ def run(executor: str, claude_dir: str | None) -> list[int]:
             env["PATH"] = f"{claude_dir}{os.pathsep}{env['PATH']}"
         proc = subprocess.run([sys.executable, "-m", "agentrun", "run", SPEC, "--yes", "--json",
                                "--provider", "anthropic", "--model", "claude-sonnet-4-6",
-                               "--executor", executor, "--mode", "orchestrated"],
+                               "--executor", executor, "--mode", "orchestrated", "--no-review"],
                               cwd=root, env=env, capture_output=True, text=True, timeout=600)
         status = json.loads(proc.stdout).get("status") if proc.stdout.strip() else None
         if status != "complete":

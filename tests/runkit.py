@@ -120,9 +120,11 @@ def make_project(root: Path, spec_id: str, spec: str, script: dict[str, Any],
     return root
 
 
-def scripted(*extra: str) -> list[str]:
-    return ["--provider", "scripted", "--script", ".specflow/script.yaml", "--yes", "--json",
-            *extra]
+def scripted(*extra: str, review: bool = False) -> list[str]:
+    """`run` options for the project's script; runs are not reviewed unless `review` (a test
+    about review scripts the reviewer's turns under `agents: {code-reviewer: [...]}`)."""
+    return ["--provider", "scripted", "--script", ".specflow/script.yaml", "--yes",
+            *([] if review else ["--no-review"]), "--json", *extra]
 
 
 def log(root: Path, *args: str) -> str:

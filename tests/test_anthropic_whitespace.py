@@ -52,7 +52,7 @@ def test_whitespace_only_text_is_not_sent_back(tmp_path, thinking):
     })
     with FakeModelServer(responder=StrictModel(thinking)) as server:
         proc = agentrun("run", SPEC, "--provider", "anthropic", "--model", "claude-sonnet-4-6",
-                        "--yes", "--json", cwd=root,
+                        "--yes", "--json", "--no-review", cwd=root,
                         env={"ANTHROPIC_BASE_URL": server.anthropic_base_url,
                              "ANTHROPIC_API_KEY": "test-key"})
     assert proc.returncode == 0, proc.stderr
@@ -75,7 +75,7 @@ def test_a_garbage_response_is_reported_as_an_invalid_response(tmp_path):
     })
     with FakeModelServer(responder=lambda _: Raw(b"\xff\xfe<html>test-key oops")) as server:
         proc = agentrun("run", SPEC, "--provider", "anthropic", "--model", "claude-sonnet-4-6",
-                        "--yes", "--json", "--max-retries", "0", cwd=root,
+                        "--yes", "--json", "--no-review", "--max-retries", "0", cwd=root,
                         env={"ANTHROPIC_BASE_URL": server.anthropic_base_url,
                              "ANTHROPIC_API_KEY": "test-key"})
     assert proc.returncode == 1, proc.stderr

@@ -20,8 +20,10 @@ def test_demo_runs_the_example_end_to_end(tmp_path):
     merges = run_git(target, "log", "--merges", "--format=%s").splitlines()
     assert len(merges) == len(result["groups"])
     spec = (target / ".specflow/specs/SPEC-002.md").read_text()
-    assert "## Execution Summary" in spec and "status: review" in spec
-    assert "Complete" in (target / ".specflow/STATE.md").read_text()
+    assert result["review"]["result"] == "APPROVED"  # the demo shows the review step
+    assert "## Execution Summary" in spec and "status: done" in spec
+    assert "### Review v1 (" in spec and "**Result:** APPROVED" in spec
+    assert "Complete, approved" in (target / ".specflow/STATE.md").read_text()
     assert run_git(target, "status", "--porcelain") == ""
 
 

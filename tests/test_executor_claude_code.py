@@ -115,7 +115,7 @@ class CliModel:
 
 def run(root: Path, server: FakeModelServer, claude_dir: Path | None, *extra: str):
     return agentrun("run", SPEC, "--executor", "claude-code", "--provider", "anthropic",
-                    "--model", "claude-sonnet-4-6", "--yes", "--json", *extra,
+                    "--model", "claude-sonnet-4-6", "--yes", "--json", "--no-review", *extra,
                     env=env_for(server, claude_dir), cwd=root, timeout=400)
 
 

@@ -140,7 +140,7 @@ def test_anthropic_sdk_drives_an_orchestrated_run(tmp_path):
     model = GroupModel()
     with FakeModelServer(responder=model) as server:
         proc = agentrun("run", SPEC, "--provider", "anthropic",
-                        "--model", "claude-sonnet-4-6", "--yes", "--json",
+                        "--model", "claude-sonnet-4-6", "--yes", "--json", "--no-review",
                         env={"ANTHROPIC_BASE_URL": server.anthropic_base_url,
                              "ANTHROPIC_API_KEY": API_KEY}, cwd=root)
     assert proc.returncode == 0, proc.stderr
@@ -174,7 +174,7 @@ def test_openai_compatible_server_without_a_key(tmp_path):
     root = make_project(tmp_path / "project")
     model = GroupModel()
     with FakeModelServer(responder=model) as server:
-        proc = agentrun("run", SPEC, "--provider", "openai", "--yes", "--json",
+        proc = agentrun("run", SPEC, "--provider", "openai", "--yes", "--json", "--no-review",
                         env={"OPENAI_BASE_URL": server.openai_base_url}, cwd=root)
     assert proc.returncode == 0, proc.stderr
     result = proc.json
@@ -207,7 +207,7 @@ def run_single(root: Path, groups: list[tuple[str, list[str], str]]):
     calls = [group_turns(gid, path)[0] for gid, _, path in groups] + [SUBMIT]
     with FakeModelServer(responder=ExecutorModel(calls)) as server:
         proc = agentrun("run", SPEC, "--provider", "anthropic", "--mode", "single",
-                        "--model", "claude-sonnet-4-6", "--yes", "--json",
+                        "--model", "claude-sonnet-4-6", "--yes", "--json", "--no-review",
                         env={"ANTHROPIC_BASE_URL": server.anthropic_base_url,
                              "ANTHROPIC_API_KEY": API_KEY}, cwd=root)
     return proc, server

@@ -25,7 +25,8 @@ def test_a_proxy_url_with_credentials_works_and_never_appears_in_a_file(tmp_path
     root = make_project(tmp_path / "p", "SPEC-51", spec_text("SPEC-51", [("G1", [], "src/a.py")]),
                         {})
     proc = agentrun("run", "SPEC-51", "--provider", "openai", "--model", "gpt-4.1", "--yes",
-                    "--json", env={"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "sk-test-123456"},
+                    "--json", "--no-review",
+                    env={"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "sk-test-123456"},
                     cwd=root)
     assert proc.returncode == 0, proc.stderr
     assert (root / "src/a.py").read_text() == "A = 1\n"

@@ -13,6 +13,7 @@ def register(app: typer.Typer) -> None:
         aggregate_cmd,
         audit_cmd,
         demo_cmd,
+        fix_cmd,
         init_cmd,
         plan_cmd,
         review_cmd,
@@ -25,6 +26,7 @@ def register(app: typer.Typer) -> None:
     app.command("audit")(audit_cmd.audit)
     app.command("run")(run_cmd.run)
     app.command("review")(review_cmd.review)
+    app.command("fix")(fix_cmd.fix)
     app.command("worker")(worker_cmd.worker)
     app.command("aggregate")(aggregate_cmd.aggregate)
     app.command("status")(status_cmd.status)

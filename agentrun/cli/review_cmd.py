@@ -53,7 +53,7 @@ def review(
     limits = {k: v for k, v in {"max_steps": max_steps, "token_budget": token_budget}.items()
               if v is not None}
     out.progress(f"reviewing {relpath(path)} (sandbox {choice.describe()})")
-    access = _model_access(project, provider, model, script)
+    access = model_access(project, provider, model, script)
     result = review_spec(path, project, access, ReviewOptions(limits=limits,
                                                               sandbox=settings.mode))
     if junit is not None:
@@ -72,10 +72,12 @@ def review(
     raise typer.Exit(EXIT_OK if approved else EXIT_FAILED)
 
 
-def _model_access(project, provider: str | None, model: str | None, script: Path | None):
-    """Provider and model as `run` resolves them (flags > environment > config > the agent
-    definition), resolved only once there is a run to review."""
+def model_access(project, provider: str | None, model: str | None, script: Path | None):
+    """The reviewer's provider and model as `run` resolves them (flags > environment > config
+    > the agent definition), resolved on first use. Reviews of one command run one after
+    another and share one provider (a scripted reviewer's turns follow on from each other)."""
     from agentrun.audit.runner import ModelAccess
+    from agentrun.providers.registry import create_provider
 
     def resolve():
         from agentrun.agent.definitions import load_agent
@@ -87,7 +89,14 @@ def _model_access(project, provider: str | None, model: str | None, script: Path
                                        agent_model=load_agent(REVIEWER, project.root).model,
                                        script=script)
 
-    return ModelAccess(resolve)
+    made: list = []
+
+    def make(cfg):
+        if not made:
+            made.append(create_provider(cfg))
+        return made[0]
+
+    return ModelAccess(resolve, make)
 
 
 def _print(result, console) -> None:

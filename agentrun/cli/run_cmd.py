@@ -74,9 +74,22 @@ def run(
     events: str | None = typer.Option(None, "--events", metavar="FILE|-", help=EVENTS_HELP),
     executor: str | None = typer.Option(None, "--executor", metavar="builtin|claude-code",
                                         help=EXECUTOR_HELP),
+    no_review: bool = typer.Option(False, "--no-review",
+                                   help="Do not review the merged result at the end (the run "
+                                        "is then complete without an approval)."),
+    fix_cycles: int | None = typer.Option(
+        None, "--fix-cycles", min=0, metavar="N",
+        help="After a review that requests changes: fix and review again up to N times "
+             "(default: asked in a terminal, 0 otherwise)."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Execute a spec: plan, run workers wave by wave, merge, and write the summary."""
+    """Execute a spec: plan, run workers wave by wave, merge, review, and write the summary.
+
+    Once the work is merged and integration-checked, the reviewer agent judges the run's diff
+    against the spec (as `agentrun review` does; --no-review skips it). Exit 0 only when the
+    run completed and the review approved; 1 when something failed or the review requested
+    changes (fix with `agentrun fix`, or --fix-cycles N).
+    """
     out = output(json_out)
     code = execute(
         spec, out, yes=yes, dry_run=dry_run, mode=mode, max_parallel=max_parallel,
@@ -85,7 +98,8 @@ def run(
         max_steps=max_steps, token_budget=token_budget, worker_timeout=worker_timeout,
         max_retries=max_retries, validation_command=validation_command,
         sequential=sequential, interactive=interactive, sandbox=sandbox,
-        allow_network=allow_network, junit=junit, events=events, executor=executor)
+        allow_network=allow_network, junit=junit, events=events, executor=executor,
+        no_review=no_review, fix_cycles=fix_cycles)
     raise typer.Exit(code)
 
 
@@ -96,7 +110,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "model": None, "script": None, "record": None, "max_steps": None, "token_budget": None,
     "worker_timeout": None, "max_retries": None, "validation_command": None,
     "sequential": False, "interactive": False, "sandbox": None, "allow_network": False,
-    "junit": None, "events": None, "executor": None,
+    "junit": None, "events": None, "executor": None, "no_review": False, "fix_cycles": None,
 }
 
 
@@ -191,18 +205,24 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     if executor != "builtin":
         summary_console.print(f"Executor: {executor} (its model calls need the network, so "
                               "its sandbox allows it)", markup=False)
+    tty = sys.stdin.isatty() and not os.environ.get("CI")
+    if opts["fix_cycles"] is None and not (tty and not opts["yes"]):
+        opts["fix_cycles"] = 0  # nothing to ask: CI, no terminal, or --yes
+    summary_console.print(f"Review: {review_plan(opts)}", markup=False)
     for w in warnings:
         out.warn(w)
     if opts["dry_run"]:
         if out.mode == "json":
             out.json({"ok": True, "dry_run": True, "plan": plan.to_dict(),
                       "provider": cfg.provider, "model": cfg.model,
-                      "sandbox": sandbox_choice.describe()})
+                      "sandbox": sandbox_choice.describe(), "review": review_plan(opts)})
         return EXIT_OK
-    tty = sys.stdin.isatty() and not os.environ.get("CI")
     if tty and not opts["yes"] and not typer.confirm("Proceed?", default=True, err=True):
         out.progress("not started")
         return EXIT_OK
+    if opts["fix_cycles"] is None and not opts["no_review"]:
+        opts["fix_cycles"] = max(0, typer.prompt(
+            "Fix cycles after a review that requests changes", default=0, type=int, err=True))
     on_failure = opts["on_failure"] or config.on_failure
     ask = None
     if tty and not opts["yes"] and opts["on_failure"] is None:
@@ -216,7 +236,9 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         validation_command=opts["validation_command"] or config.validation_command,
         interactive=opts["interactive"] and tty, use_processes=not opts["sequential"],
         pricing=config.price_overrides(), ask_continue=ask, warnings=warnings,
-        sandbox=sandbox, sandbox_description=sandbox_choice.describe(), executor=executor)
+        sandbox=sandbox, sandbox_description=sandbox_choice.describe(), executor=executor,
+        review=None if opts["no_review"] else review_settings(project, opts, sandbox.mode),
+        review_skipped="--no-review" if opts["no_review"] else None)
     with progress_for(out) as progress, \
             event_stream(opts["events"], progress, out) as on_event:
         orchestrator = Orchestrator(project, spec, plan, options, on_event=on_event)
@@ -231,6 +253,26 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     if state.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_OK if state.status == "complete" else EXIT_FAILED
+
+
+def review_plan(opts: dict[str, Any]) -> str:
+    """The pre-run summary's review line."""
+    if opts["no_review"]:
+        return "skipped (--no-review)"
+    cycles = opts["fix_cycles"]
+    fixes = "fix cycles: asked before starting" if cycles is None else f"fix cycles: {cycles}"
+    return f"code-reviewer once the work is merged ({fixes})"
+
+
+def review_settings(project, opts: dict[str, Any], sandbox_mode: str):
+    """The end-of-run review: the reviewer's model from the same flags as the workers'."""
+    from agentrun.cli.review_cmd import model_access
+    from agentrun.run.review_step import ReviewSettings
+
+    return ReviewSettings(
+        access=model_access(project, opts["provider"], opts["model"], opts["script"]),
+        fix_cycles=opts["fix_cycles"] or 0, sandbox=sandbox_mode,
+        pricing=project.config.price_overrides())
 
 
 def worker_settings(config: ProjectConfig, cfg, opts: dict[str, Any]):
@@ -267,7 +309,7 @@ def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from agentrun.report.summary import STATUS_MARK, format_cost
+    from agentrun.report.summary import STATUS_MARK, format_cost, review_words
 
     doc = {"ok": state.status == "complete", **state.to_dict(),
            "run_dir": str(orchestrator.run_dir), "state_file": str(orchestrator.state_file),
@@ -289,6 +331,7 @@ def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
     usage = state.usage
     console.print(f"Result: [bold]{state.status}[/bold] · tokens {usage.total:,} · cost "
                   f"{format_cost(state.cost_usd)}")
+    console.print(f"Review: {escape(review_words(state))}")
     console.print(f"Spec summary: {escape(str(orchestrator.spec.path))}")
     console.print(f"State: {escape(str(orchestrator.project.state_md))}, "
                   f"{escape(str(orchestrator.state_file))}")

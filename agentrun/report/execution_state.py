@@ -73,6 +73,19 @@ class IntegrationCheck(BaseModel):
     note: str = ""
 
 
+class ReviewRecord(BaseModel):
+    """One review of the run's merged result (at its end, or after a fix): the verdict, the
+    spec's `### Review vN` it was written as (None: the reviewer submitted no review), and
+    what the reviewer cost."""
+
+    result: str  # APPROVED | CHANGES_REQUESTED
+    version: int | None = None
+    error: str | None = None
+    findings: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = 0.0
+
+
 class RunState(BaseModel):
     model_config = ConfigDict(validate_assignment=True)
 
@@ -95,17 +108,22 @@ class RunState(BaseModel):
     stop_reason: StopReason | None = None  # the run's own (integration), not its agents'
     integration_command: str | None = None  # None: the run was not integration-checked
     integration: list[IntegrationCheck] = Field(default_factory=list)
+    reviews: list[ReviewRecord] = Field(default_factory=list)
+    review_skipped: str | None = None  # why the run was not reviewed (`--no-review`, ...)
 
     @property
     def usage(self) -> Usage:
         total = Usage()
         for g in self.groups.values():
             total = total + g.usage
+        for r in self.reviews:
+            total = total + r.usage
         return total
 
     @property
     def cost_usd(self) -> float | None:
         costs = [g.cost_usd for g in self.groups.values() if g.status != Status.PENDING]
+        costs += [r.cost_usd for r in self.reviews]
         return None if any(c is None for c in costs) else round(sum(costs), 6)
 
     def counts(self) -> dict[str, int]:
@@ -119,6 +137,11 @@ class RunState(BaseModel):
         data["usage"] = self.usage.to_dict()
         data["cost_usd"] = self.cost_usd
         data["counts"] = self.counts()
+        last = self.reviews[-1] if self.reviews else None
+        data["review"] = {"reviewed": last is not None and last.version is not None,
+                          "result": last.result if last else None,
+                          "version": last.version if last else None,
+                          "skipped": self.review_skipped}
         return data
 
     @classmethod
@@ -155,7 +178,7 @@ def load_state(path: Path) -> RunState | None:
 
 
 _TEXT_FIELDS = ("run_id", "spec_id", "spec_path", "mode", "base_commit", "started")
-_NESTED = (("waves", list), ("groups", dict), ("integration", list))
+_NESTED = (("waves", list), ("groups", dict), ("integration", list), ("reviews", list))
 
 
 def _shape_problem(data: Any) -> str | None:

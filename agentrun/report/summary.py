@@ -30,6 +30,7 @@ def render_summary(state: RunState, criteria: list[str], when: str) -> str:
         f"**Mode:** {state.mode} ({len(state.waves)} wave(s), "
         f"{len({g.batch for g in groups if g.batch})} worker(s))",
         f"**Result:** {state.status}",
+        f"**Review:** {inline(review_words(state))}",
         f"**Commits:** {len(commits)}",
         f"**Tokens:** {format_tokens(usage.total)} (input {format_tokens(usage.input_tokens)}, "
         f"output {format_tokens(usage.output_tokens)}, cache read "
@@ -72,6 +73,17 @@ def render_summary(state: RunState, criteria: list[str], when: str) -> str:
         lines += [f"- {g.id}: {_code(g.worktree)} (branch {_code(g.branch or '')})"
                   for g in kept]
     return "\n".join(lines) + "\n"
+
+
+def review_words(state: RunState) -> str:
+    """The run's review in a few words: for the Execution Summary and the terminal."""
+    if not state.reviews:
+        return f"not reviewed ({state.review_skipped})" if state.review_skipped \
+            else "not reviewed"
+    last = state.reviews[-1]
+    if last.version is None:
+        return f"no review submitted — not approved ({last.error or 'no output'})"
+    return f"{last.result} (Review v{last.version}, {len(state.reviews)} review(s))"
 
 
 def _integration(state: RunState) -> list[str]:

@@ -28,3 +28,5 @@ class RunOptions:
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)  # workers and checks
     sandbox_description: str = ""  # "on (bubblewrap)", "off (why)": for the run record
     executor: Executor = "builtin"
+    review: Any = None  # run.review_step.ReviewSettings; None: not reviewed at its end
+    review_skipped: str | None = None  # why not, for the record (`--no-review`)

@@ -18,7 +18,7 @@ from agentrun.errors import CannotStart
 from agentrun.fsutil import relpath
 from agentrun.plan import Batch, Plan, Wave
 from agentrun.project import Project
-from agentrun.protocol import Assignment, RunStatus, Status, StopReason
+from agentrun.protocol import Assignment, GroupAssignment, RunStatus, Status, StopReason
 from agentrun.report.execution_state import (
     GroupState,
     RunState,
@@ -40,6 +40,7 @@ from agentrun.run.integration import Integration, IntegrationChecker, sandbox_fa
 from agentrun.run.land import Lander, WaveLanding
 from agentrun.run.options import RunOptions
 from agentrun.run.record import EventSink, Recorder, new_run_id, now_text
+from agentrun.run.review_step import ReviewStep, review_position
 from agentrun.run.session import cancel_on_signals, preflight, run_lock
 from agentrun.run.verify import Verifier
 from agentrun.spec.model import Spec
@@ -68,6 +69,8 @@ class Orchestrator:
         self.backend = backend or self._local_backend()
         self.land_while_running = land_while_running
         self._state: RunState | None = None
+        self.fix_groups: dict[str, GroupAssignment] = {}  # fix batches: their one group
+        self.reviews = ReviewStep(self, options.review) if options.review else None
 
     @property
     def state(self) -> RunState:
@@ -230,6 +233,8 @@ class Orchestrator:
             spec_path=relpath(self.spec.path, self.root), batch_id=batch.id, groups=batch.ids,
             worktree=wt_path, branch=branch, base=base, result_path=wdir / "result.json",
             record_dir=wdir)
+        if batch.id in self.fix_groups:  # a fix batch's group is not in the spec
+            assignment.groups = [self.fix_groups[batch.id]]
         assignment.write(assignment_file(assignment))
         for gid in batch.ids:
             g = self.state.groups[gid]
@@ -245,22 +250,43 @@ class Orchestrator:
             g.status, g.error = Status.INTERRUPTED, "interrupted before the worker started"
             g.stop_reason = StopReason.INTERRUPTED
 
+    def fix(self, state: RunState, cycles: int) -> RunState:
+        """`agentrun fix`: continue the run in `state` with fix cycles for its last review's
+        open findings, each followed by a review."""
+        assert self.reviews is not None, "fix cycles need review settings"
+        with self.session():
+            self.begin(state)
+            self.reviews.cycles(cycles, review_first=False)
+            return self.close(interrupted=self.cancel.is_set())
+
     # -- the end ----------------------------------------------------------------------------
     def finish(self, interrupted: bool) -> RunState:
         state = self.state
         scheduler.settle(state, interrupted)
         state.status = scheduler.final_status(state, interrupted)
         state.finished = now_text()
-        progress, position = scheduler.final_position(state, interrupted)
+        if self.reviews is None:
+            state.review_skipped = self.options.review_skipped
         save_state(self.state_file, state)
         # the spec: Execution Summary and status (review only when everything completed)
         self.record.write_summary(state.finished, status="review"
                                   if state.status == RunStatus.COMPLETE else None)
+        if self.reviews is not None and not interrupted:
+            self.reviews.after_run()
+        return self.close(interrupted=state.status == RunStatus.INTERRUPTED)
+
+    def close(self, interrupted: bool) -> RunState:
+        """STATE.md, the run record and the report commit, once the run's status is final."""
+        state = self.state
+        progress, position = scheduler.final_position(state, interrupted)
+        next_step = ("review the changes, then `agentrun status`" if position == "review"
+                     else f"inspect, then `agentrun run {self.spec.id} --resume`")
+        if state.reviews:
+            progress, position, next_step = review_position(state)
+        save_state(self.state_file, state)
         self.record.update_state_md(
             status=position, progress=progress, warnings=scheduler.final_warnings(state),
-            when=state.finished,
-            next_step="review the changes, then `agentrun status`" if position == "review"
-            else f"inspect, then `agentrun run {self.spec.id} --resume`")
+            when=state.finished, next_step=next_step)
         self.record.write_result()
         if not interrupted:
             self.record.commit_report()

@@ -149,10 +149,10 @@ def final_position(state: RunState, interrupted: bool) -> tuple[str, str]:
 
 def final_warnings(state: RunState) -> list[str]:
     warnings = list(state.warnings)
-    if state.status != RunStatus.COMPLETE:
-        warnings.append(f"run {state.run_id} ended {state.status}: "
-                        + ", ".join(f"{g.id} {g.status}" for g in state.groups.values()
-                                    if g.status != Status.COMPLETE))
+    unfinished = [f"{g.id} {g.status}" for g in state.groups.values()
+                  if g.status != Status.COMPLETE]
+    if state.status != RunStatus.COMPLETE and unfinished:  # (a review says why otherwise)
+        warnings.append(f"run {state.run_id} ended {state.status}: " + ", ".join(unfinished))
     return warnings
 
 

@@ -1,0 +1,227 @@
+"""The end of a run: an independent review of its merged result, and the fix cycles.
+
+Once a run's work is merged and integration-checked, the reviewer (`review.reviewer`, the same
+code as `agentrun review`) judges the run's base..HEAD diff against the spec and appends its
+`### Review vN`. When it requests changes and fix cycles are allowed, the open findings become
+one fix batch for a fresh worker — run, verified, merged and integration-checked by the run's
+own machinery like any wave — its `### Fix Response vN` is appended, and the reviewer looks
+again. The run is `complete` only when the last review approved; otherwise it is `partial`
+with `stop_reason: review`. A reviewer that submits nothing approves nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from agentrun import workspace
+from agentrun.audit.runner import ModelAccess
+from agentrun.errors import AgentrunError, Interrupted
+from agentrun.plan import Batch, Plan
+from agentrun.project import Project
+from agentrun.protocol import GroupAssignment, RunStatus, Status, StopReason
+from agentrun.providers.pricing import cost_usd
+from agentrun.report.execution_state import GroupState, ReviewRecord, RunState, WaveState
+from agentrun.report.summary import review_words
+from agentrun.review.findings import LastReview, last_review
+from agentrun.review.fix import (
+    FixOutcome,
+    append_fix_response,
+    fix_group,
+    next_fix_version,
+    render_fix_response,
+)
+from agentrun.review.reviewer import ReviewOptions, review_spec
+from agentrun.review.verdict import ReviewResult
+from agentrun.run.backends import WorkerBackend
+from agentrun.run.execute import execute
+from agentrun.run.integration import Integration
+from agentrun.run.land import Lander, WaveLanding
+from agentrun.run.record import Recorder, now_text
+from agentrun.run.verify import Verifier
+from agentrun.spec import load_spec
+from agentrun.spec.model import Spec
+
+
+@dataclass
+class ReviewSettings:
+    """How a run is reviewed: the reviewer's model, its limits and sandbox, and how many fix
+    cycles may follow a review that requests changes."""
+
+    access: ModelAccess
+    fix_cycles: int = 0
+    limits: dict[str, Any] = field(default_factory=dict)
+    sandbox: str = "auto"
+    pricing: dict[str, Any] = field(default_factory=dict)
+    now: Callable[[], datetime] = datetime.now
+
+
+class Host(Protocol):
+    """What the step uses of the run it ends (the orchestrator)."""
+
+    project: Project
+    spec: Spec
+    plan: Plan
+    cancel: threading.Event
+    record: Recorder
+    backend: WorkerBackend
+    verifier: Verifier
+    lander: Lander
+    integration: Integration
+    fix_groups: dict[str, GroupAssignment]
+    root: Path
+
+    @property
+    def state(self) -> RunState: ...
+
+
+class ReviewStep:
+    def __init__(self, host: Host, settings: ReviewSettings) -> None:
+        self.host = host
+        self.settings = settings
+
+    @property
+    def state(self) -> RunState:
+        return self.host.state
+
+    def after_run(self) -> None:
+        """Review a run whose work all merged; fix and review again up to `fix_cycles`."""
+        if self.state.status != RunStatus.COMPLETE:
+            self.state.review_skipped = f"the run ended {self.state.status}"
+            return
+        self.cycles(self.settings.fix_cycles, review_first=True)
+
+    def cycles(self, fixes: int, *, review_first: bool) -> bool:
+        """Review (unless `review_first` is off: the last review's findings are open), then
+        fix and review until approval or `fixes` fix cycles; True when approved."""
+        approved = self.review() if review_first else False
+        done = 0
+        while not approved and done < fixes and not self.host.cancel.is_set():
+            done += 1
+            if not self.fix():
+                break
+            approved = self.review()
+        self._conclude(approved)
+        return approved
+
+    # -- one review -------------------------------------------------------------------------
+    def review(self) -> bool:
+        host, s = self.host, self.settings
+        host.record.save()  # the reviewer reads the run from its execution state
+        host.record.emit({"type": "review_start", "spec": host.spec.id})
+        options = ReviewOptions(limits=s.limits, sandbox=s.sandbox, now=s.now,
+                                cancel=host.cancel)
+        try:
+            result = review_spec(host.spec.path, host.project, s.access, options)
+        except Interrupted:
+            host.cancel.set()
+            self._add(ReviewRecord(result=str(ReviewResult.CHANGES_REQUESTED),
+                                   error="the review was interrupted"))
+            return False
+        except AgentrunError as exc:  # no criteria, no model: no approval either
+            error = exc.message + (f" ({exc.hint})" if exc.hint else "")
+            self._add(ReviewRecord(result=str(ReviewResult.CHANGES_REQUESTED), error=error))
+            return False
+        cost = cost_usd(s.access.model, result.usage, s.pricing or None)
+        self._add(ReviewRecord(
+            result=str(result.result), version=result.version, error=result.error,
+            findings=len(result.review.findings) if result.review else 0, usage=result.usage,
+            cost_usd=cost))
+        return result.result == ReviewResult.APPROVED
+
+    def _add(self, record: ReviewRecord) -> None:
+        self.state.reviews.append(record)
+        self.host.record.emit({"type": "review_done", "result": record.result,
+                               "version": record.version, "error": record.error})
+        self.host.record.save()
+
+    # -- one fix ----------------------------------------------------------------------------
+    def fix(self) -> bool:
+        """One fix batch for the last review's open findings; True when it completed, merged
+        and passed its integration check (so a new review has something to look at)."""
+        host, state = self.host, self.state
+        spec = load_spec(host.spec.path)
+        last = last_review(spec)
+        if last is None or not last.open:
+            return False
+        version = next_fix_version(spec.text)
+        group = fix_group(last, version)
+        gid, label = group.id, f"fix-{version}"
+        batch = Batch(id=gid, groups=[gid])
+        state.groups[gid] = GroupState(id=gid, title=group.title, wave=label, batch=gid)
+        state.waves.append(WaveState(number=len(state.waves) + 1, label=label, groups=[gid],
+                                     status="running"))
+        host.fix_groups[gid] = group
+        host.record.emit({"type": "fix_start", "batch": gid, "review": last.version})
+        base = workspace.head_commit(host.root)
+        landing = WaveLanding(host.lander, [batch])
+        results = execute([batch], base, host.backend, max_parallel=1, cancel=host.cancel,
+                          verify=host.verifier.check, not_started=self._not_started,
+                          on_result=landing.land_ready)
+        broken = host.integration.after_wave(label, base, landing.finish(results))
+        landing.clean_up()
+        state.waves[-1].status = "failed" if broken else "done"
+        g = state.groups[gid]
+        ok = g.status == Status.COMPLETE and not broken
+        outcome = FixOutcome(status=str(g.status), commits=list(g.commits),
+                             changed=[*g.files_created, *g.files_modified, *g.files_deleted],
+                             summary=g.summary, error=g.error,
+                             merged=ok and bool(g.merge_commit))
+        self._respond(version, last, outcome)
+        host.record.emit({"type": "fix_done", "batch": gid, "status": g.status})
+        host.record.save()
+        return ok and not host.cancel.is_set()
+
+    def _respond(self, version: int, last: LastReview, outcome: FixOutcome) -> None:
+        agent = "spec-executor" if self.host.plan.mode == "single" else "spec-executor-worker"
+        entry = render_fix_response(version, self.settings.now(), last,
+                                    f"{agent} ({self.state.model})", outcome)
+        append_fix_response(self.host.spec.path, entry)
+
+    def _not_started(self, batch: Batch) -> None:
+        for gid in batch.ids:
+            g = self.state.groups[gid]
+            g.status, g.error = Status.INTERRUPTED, "interrupted before the worker started"
+            g.stop_reason = StopReason.INTERRUPTED
+
+    # -- the verdict on the run -------------------------------------------------------------
+    def _conclude(self, approved: bool) -> None:
+        state = self.state
+        if self.host.cancel.is_set():
+            state.status = RunStatus.INTERRUPTED
+        elif approved:
+            state.status, state.stop_reason = RunStatus.COMPLETE, None
+        else:
+            state.status = RunStatus.PARTIAL
+            state.stop_reason = state.stop_reason or StopReason.REVIEW
+            state.warnings.append(review_warning(state))
+        state.finished = now_text()
+        self.host.record.write_summary(state.finished)
+        self.host.record.save()
+
+
+def review_warning(state: RunState) -> str:
+    last = state.reviews[-1] if state.reviews else None
+    if last is None or last.version is None:
+        return f"{state.spec_id} was not approved: {review_words(state)}"
+    return (f"Review v{last.version} of {state.spec_id} requested changes "
+            f"({last.findings} finding(s)); fix them with `agentrun fix {state.spec_id}`")
+
+
+def review_position(state: RunState) -> tuple[str, str, str]:
+    """STATE.md's progress, Current Position status and next step after a reviewed run."""
+    last = state.reviews[-1]
+    if state.status == RunStatus.COMPLETE:
+        return f"Complete, approved (Review v{last.version})", "done", "archive the spec"
+    if state.status == RunStatus.INTERRUPTED:
+        return "Interrupted during review", "review", \
+            f"`agentrun review {state.spec_id}`"
+    if last.version is None:
+        return "Complete, not approved (no review submitted)", "review", \
+            f"`agentrun review {state.spec_id}`"
+    return (f"Complete, changes requested (Review v{last.version})", "review",
+            f"fix the findings: `agentrun fix {state.spec_id}`")
