@@ -28,6 +28,7 @@ from agentrun.report.execution_state import (
     state_path,
 )
 from agentrun.run import scheduler
+from agentrun.run.adopt import Adopter, AdoptingBackend, take_over
 from agentrun.run.assignment import batch_branch, make_assignment, ref_safe
 from agentrun.run.backends import (
     InProcessBackend,
@@ -68,6 +69,7 @@ class Orchestrator:
         self.backend = backend or self._local_backend()
         self.land_while_running = land_while_running
         self._state: RunState | None = None
+        self.adopter: Adopter | None = None  # a resume's take-over of the dead run's work
 
     @property
     def state(self) -> RunState:
@@ -153,6 +155,9 @@ class Orchestrator:
                 raise CannotStart(f"nothing to resume: no execution state for {self.spec.id}",
                                   hint="run without --resume to start a new run")
             scheduler.adopt(state, old, self._landed)
+            self.adopter = take_over(self.root, self.project, self.spec, state, old,
+                                     self.run_dir, self.record.emit, state.warnings.append)
+            self.backend = AdoptingBackend(self.backend, self.adopter)
         return state
 
     def _landed(self, group: GroupState) -> bool:
@@ -247,6 +252,8 @@ class Orchestrator:
     # -- the end ----------------------------------------------------------------------------
     def finish(self, interrupted: bool) -> RunState:
         state = self.state
+        if self.adopter is not None:
+            self.adopter.discard()
         scheduler.settle(state, interrupted)
         state.status = scheduler.final_status(state, interrupted)
         state.finished = now_text()
