@@ -65,8 +65,12 @@ def kill_run(root: Path, when) -> str:
     return run_id
 
 
-def _started(gid: str):
-    return lambda evs: any(e["type"] == "worker_start" and gid in e["groups"] for e in evs)
+def _started(root: Path, gid: str):
+    """The worker of `gid` is running: it has written its first progress line."""
+    def check(_evs) -> bool:
+        found = list((root / ".git/agentrun/runs").glob(f"*/workers/{gid}/progress.ndjson"))
+        return bool(found) and found[0].stat().st_size > 0
+    return check
 
 
 def _merged(batch: str):
@@ -74,16 +78,21 @@ def _merged(batch: str):
 
 
 POINTS = {
-    "first-wave-workers": ({"G1": 2.0, "G2": 2.0}, _started("G2")),
-    "between-merge-and-next-wave": ({"G2": 2.0}, _merged("G1")),
-    "last-wave": ({"G5": 2.0}, _started("G5")),
+    "first-wave-workers": ({"G1": 2.0, "G2": 2.0}, "G2"),
+    "between-merge-and-next-wave": ({"G2": 2.0}, None),
+    "last-wave": ({"G5": 2.0}, "G5"),
 }
 
 
 @pytest.mark.parametrize("point", sorted(POINTS))
 def test_sigkill_then_resume_adopts_and_leaves_nothing(tmp_path, point):
-    slow, when = POINTS[point]
+    slow, running = POINTS[point]
     root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", FIVE), script(slow))
+    if running is None:  # G1 merged while G2's worker runs: the next wave has not begun
+        running = "G2"
+        when = lambda evs: _merged("G1")(evs) and _started(root, "G2")(evs)  # noqa: E731
+    else:
+        when = _started(root, running)
     base = run_git(root, "rev-parse", "HEAD")
     dead = kill_run(root, when)
     resumed = agentrun("run", "SPEC-1", *scripted("--resume", "--allow-dirty"), cwd=root)
@@ -117,8 +126,8 @@ def _run_events(result: dict) -> list[dict]:
 def test_a_missing_result_is_derived_from_git_and_said(tmp_path):
     slow = {"G1": 1.5, "G2": 1.5}
     root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", FIVE), script(slow))
-    dead = kill_run(root, _started("G2"))
-    workers = root / ".specflow/runs" / dead / "workers"
+    dead = kill_run(root, _started(root, "G2"))
+    workers = root / ".git/agentrun/runs" / dead / "workers"
     wait_for(lambda: (workers / "G1/result.json").exists())  # the orphaned worker finished
     (workers / "G1/result.json").unlink()
     resumed = agentrun("run", "SPEC-1", *scripted("--resume", "--allow-dirty"), cwd=root)

@@ -23,12 +23,11 @@ from pathlib import Path
 from agentrun import workspace
 from agentrun.errors import AgentrunError
 from agentrun.plan import Batch
-from agentrun.project import Project
 from agentrun.protocol import Assignment, Status, WorkerResult
 from agentrun.report.execution_state import RunState
 from agentrun.run.assignment import ref_safe
 from agentrun.run.backends import FinishedHandle, WorkerBackend, WorkerHandle, worker_pid
-from agentrun.run.record import EventSink
+from agentrun.run.record import EventSink, control_dir
 from agentrun.run.verify import Delivery
 from agentrun.spec.model import Spec
 
@@ -230,10 +229,11 @@ class AdoptingBackend:
         return FinishedHandle(batch.id, delivered)
 
 
-def take_over(root: Path, project: Project, spec: Spec, state: RunState, old: RunState,
-              run_dir: Path, emit: EventSink, warn: Callable[[str], None]) -> Adopter:
+def take_over(root: Path, spec: Spec, state: RunState, old: RunState, emit: EventSink,
+              warn: Callable[[str], None]) -> Adopter:
     """The adopter of a resume of `old` (and of the run `old` itself resumed)."""
     runs = [r for r in (old.run_id, old.resumed_from) if r]
-    leftovers = find_leftovers([(r, project.runs_dir / r / "workers") for r in runs])
+    leftovers = find_leftovers([(r, control_dir(root, r) / "workers") for r in runs])
     deps = {g.id: list(g.dependencies) for g in spec.groups}
-    return Adopter(root, state, leftovers, deps, run_dir / "workers", emit, warn)
+    return Adopter(root, state, leftovers, deps, control_dir(root, state.run_id) / "workers",
+                   emit, warn)

@@ -40,7 +40,7 @@ from agentrun.run.execute import execute
 from agentrun.run.integration import Integration, IntegrationChecker, sandbox_factory
 from agentrun.run.land import Lander, WaveLanding
 from agentrun.run.options import RunOptions
-from agentrun.run.record import EventSink, Recorder, new_run_id, now_text
+from agentrun.run.record import EventSink, Recorder, control_dir, new_run_id, now_text
 from agentrun.run.session import cancel_on_signals, preflight, run_lock
 from agentrun.run.verify import Verifier
 from agentrun.spec.model import Spec
@@ -155,8 +155,8 @@ class Orchestrator:
                 raise CannotStart(f"nothing to resume: no execution state for {self.spec.id}",
                                   hint="run without --resume to start a new run")
             scheduler.adopt(state, old, self._landed)
-            self.adopter = take_over(self.root, self.project, self.spec, state, old,
-                                     self.run_dir, self.record.emit, state.warnings.append)
+            self.adopter = take_over(self.root, self.spec, state, old, self.record.emit,
+                                     state.warnings.append)
             self.backend = AdoptingBackend(self.backend, self.adopter)
         return state
 
@@ -227,13 +227,15 @@ class Orchestrator:
         branch = batch_branch(self.spec.id, self.run_id, batch.id)
         wt_path = self.run_dir / "worktrees" / ref_safe(batch.id)
         workspace.create_worktree(self.root, wt_path, branch, base, checkout=False)
-        wdir = self.run_dir / "workers" / ref_safe(batch.id)
-        wdir.mkdir(parents=True, exist_ok=True)
+        wdir = control_dir(self.root, self.run_id) / "workers" / ref_safe(batch.id)
+        tdir = self.run_dir / "workers" / ref_safe(batch.id)  # the transcript, for people
+        for folder in (wdir, tdir):
+            folder.mkdir(parents=True, exist_ok=True)
         assignment = make_assignment(
             self.project, self.spec, self.plan, self.options, run_id=self.run_id,
             spec_path=relpath(self.spec.path, self.root), batch_id=batch.id, groups=batch.ids,
             worktree=wt_path, branch=branch, base=base, result_path=wdir / "result.json",
-            record_dir=wdir)
+            record_dir=tdir, control_dir=wdir)
         assignment.write(assignment_file(assignment))
         for gid in batch.ids:
             g = self.state.groups[gid]
