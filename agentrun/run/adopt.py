@@ -234,6 +234,12 @@ def take_over(root: Path, spec: Spec, state: RunState, old: RunState, emit: Even
     """The adopter of a resume of `old` (and of the run `old` itself resumed)."""
     runs = [r for r in (old.run_id, old.resumed_from) if r]
     leftovers = find_leftovers([(r, control_dir(root, r) / "workers") for r in runs])
+    # only work the dead run had no verdict on: a group it failed (a refused merge, a broken
+    # integration check) or interrupted runs again, as before
+    undecided = (Status.PENDING, Status.RUNNING, Status.COMPLETE)
+    leftovers = {b: lo for b, lo in leftovers.items()
+                 if all(g not in old.groups or old.groups[g].status in undecided
+                        for g in lo.assignment.group_ids)}
     deps = {g.id: list(g.dependencies) for g in spec.groups}
     return Adopter(root, state, leftovers, deps, control_dir(root, state.run_id) / "workers",
                    emit, warn)
