@@ -140,7 +140,8 @@ TWO = [("G1", [], "one.txt"), ("G2", [], "two.txt")]
 
 
 def test_a_killed_worker_or_one_writing_garbage_fails_alone(tmp_path):
-    garbage = ("python3 -c \"open('../../workers/G3/result.json', 'w').write('not json')\"; "
+    garbage = ("python3 -c \"import glob; open(glob.glob('../../../../../.git/agentrun/runs/*/"
+               "workers/G3')[0] + '/result.json', 'w').write('not json')\"; "
                "kill -9 $PPID")
     three = [*TWO, ("G3", [], "three.txt")]
     script = {"groups": {"G1": writes("one.txt", "1\n"),

@@ -12,6 +12,7 @@ def register(app: typer.Typer) -> None:
     from agentrun.cli import (
         aggregate_cmd,
         audit_cmd,
+        clean_cmd,
         demo_cmd,
         fix_cmd,
         init_cmd,
@@ -30,5 +31,6 @@ def register(app: typer.Typer) -> None:
     app.command("worker")(worker_cmd.worker)
     app.command("aggregate")(aggregate_cmd.aggregate)
     app.command("status")(status_cmd.status)
+    app.command("clean")(clean_cmd.clean)
     app.command("init")(init_cmd.init)
     app.command("demo")(demo_cmd.demo)

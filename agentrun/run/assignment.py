@@ -34,11 +34,12 @@ def ci_branch(spec_id: str, batch_id: str) -> str:
 def make_assignment(project: Project, spec: Spec, plan: Plan, options: RunOptions, *,
                     run_id: str, spec_path: str, batch_id: str, groups: list[str],
                     worktree: Path, branch: str, base: str, result_path: Path,
-                    record_dir: Path) -> Assignment:
+                    record_dir: Path, control_dir: Path | None = None) -> Assignment:
     """The assignment for one batch: its groups and only the spec sections a worker needs.
 
     Shared by local workers (a worktree per batch) and `agentrun worker --spec` in a CI job
-    (the job's checkout); `record_dir` receives the transcript and progress stream. Agent and
+    (the job's checkout); `record_dir` receives the transcript, and the progress stream the
+    orchestrator reads back unless `control_dir` (out of every worker's reach) is given. Agent and
     prompt overrides come from the commit the run started at (`Project.pinned_overrides`).
     """
     sections = {}
@@ -66,5 +67,5 @@ def make_assignment(project: Project, spec: Spec, plan: Plan, options: RunOption
         validation_command=options.validation_command,
         pricing=options.pricing, result_path=str(result_path),
         transcript_path=str(record_dir / "transcript.jsonl"),
-        progress_path=str(record_dir / "progress.ndjson"),
+        progress_path=str((control_dir or record_dir) / "progress.ndjson"),
         interactive=options.interactive, sandbox=options.sandbox, executor=options.executor)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agentrun import workspace
+from agentrun.fsutil import atomic_write_json
 from agentrun.plan import Batch
 from agentrun.protocol import Assignment, Status, StopReason, WorkerResult
 from agentrun.run import pool
@@ -60,6 +61,38 @@ class WorkerBackend(Protocol):
 def assignment_file(assignment: Assignment) -> Path:
     """Where a local worker's assignment is written: next to its result."""
     return Path(assignment.result_path).parent / "assignment.json"
+
+
+PID_FILE = "worker.pid"
+
+
+def _start_time(pid: int) -> str | None:
+    """When process `pid` started (clock ticks since boot), to tell it from a later process
+    that reuses its pid; None when there is no such process."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def note_worker(record_dir: Path, pid: int | None) -> None:
+    """Remember a worker process (pid and start time) in its orchestrator-owned directory, so
+    a resume after this run was killed can find it — and only it."""
+    started = _start_time(pid) if pid else None
+    if pid and started:
+        atomic_write_json(record_dir / PID_FILE, {"pid": pid, "start": started})
+
+
+def worker_pid(record_dir: Path) -> int | None:
+    """The pid of the worker noted in `record_dir` while that very process still lives."""
+    try:
+        data = json.loads((record_dir / PID_FILE).read_text(encoding="utf-8"))
+        pid, started = int(data["pid"]), str(data["start"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return pid if pid > 1 and _start_time(pid) == started else None
 
 
 def delivery(assignment: Assignment, result: WorkerResult) -> Delivery:
@@ -284,6 +317,7 @@ class ProcessBackend:
                 proc = pool.start_worker(batch.id, assignment_file(assignment),
                                          Path(assignment.result_path), self.timeout_s,
                                          self.provider)
+                note_worker(Path(assignment.result_path).parent, proc.process.pid)
                 return ProcessHandle(proc, assignment, self.cancel, self.emit)
             except pool.CannotSpawn as exc:
                 self.fallback = InProcessBackend(self.prepare, self.cancel)

@@ -28,6 +28,7 @@ from agentrun.report.execution_state import (
     state_path,
 )
 from agentrun.run import scheduler
+from agentrun.run.adopt import Adopter, AdoptingBackend, take_over
 from agentrun.run.assignment import batch_branch, make_assignment, ref_safe
 from agentrun.run.backends import (
     InProcessBackend,
@@ -39,7 +40,7 @@ from agentrun.run.execute import execute
 from agentrun.run.integration import Integration, IntegrationChecker, sandbox_factory
 from agentrun.run.land import Lander, WaveLanding
 from agentrun.run.options import RunOptions
-from agentrun.run.record import EventSink, Recorder, new_run_id, now_text
+from agentrun.run.record import EventSink, Recorder, control_dir, new_run_id, now_text
 from agentrun.run.review_step import ReviewStep, review_position
 from agentrun.run.session import cancel_on_signals, preflight, run_lock
 from agentrun.run.verify import Verifier
@@ -71,6 +72,7 @@ class Orchestrator:
         self._state: RunState | None = None
         self.fix_groups: dict[str, GroupAssignment] = {}  # fix batches: their one group
         self.reviews = ReviewStep(self, options.review) if options.review else None
+        self.adopter: Adopter | None = None  # a resume's take-over of the dead run's work
 
     @property
     def state(self) -> RunState:
@@ -157,6 +159,9 @@ class Orchestrator:
                 raise CannotStart(f"nothing to resume: no execution state for {self.spec.id}",
                                   hint="run without --resume to start a new run")
             scheduler.adopt(state, old, self._landed)
+            self.adopter = take_over(self.root, self.spec, state, old, self.record.emit,
+                                     state.warnings.append)
+            self.backend = AdoptingBackend(self.backend, self.adopter)
         return state
 
     def _landed(self, group: GroupState) -> bool:
@@ -226,13 +231,15 @@ class Orchestrator:
         branch = batch_branch(self.spec.id, self.run_id, batch.id)
         wt_path = self.run_dir / "worktrees" / ref_safe(batch.id)
         workspace.create_worktree(self.root, wt_path, branch, base, checkout=False)
-        wdir = self.run_dir / "workers" / ref_safe(batch.id)
-        wdir.mkdir(parents=True, exist_ok=True)
+        wdir = control_dir(self.root, self.run_id) / "workers" / ref_safe(batch.id)
+        tdir = self.run_dir / "workers" / ref_safe(batch.id)  # the transcript, for people
+        for folder in (wdir, tdir):
+            folder.mkdir(parents=True, exist_ok=True)
         assignment = make_assignment(
             self.project, self.spec, self.plan, self.options, run_id=self.run_id,
             spec_path=relpath(self.spec.path, self.root), batch_id=batch.id, groups=batch.ids,
             worktree=wt_path, branch=branch, base=base, result_path=wdir / "result.json",
-            record_dir=wdir)
+            record_dir=tdir, control_dir=wdir)
         if batch.id in self.fix_groups:  # a fix batch's group is not in the spec
             assignment.groups = [self.fix_groups[batch.id]]
         assignment.write(assignment_file(assignment))
@@ -262,6 +269,8 @@ class Orchestrator:
     # -- the end ----------------------------------------------------------------------------
     def finish(self, interrupted: bool) -> RunState:
         state = self.state
+        if self.adopter is not None:
+            self.adopter.discard()
         scheduler.settle(state, interrupted)
         state.status = scheduler.final_status(state, interrupted)
         state.finished = now_text()

@@ -36,6 +36,14 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
+def control_dir(root: Path, run_id: str) -> Path:
+    """Where the orchestrator keeps the files it reads back from a run's workers (their
+    assignments, progress, results, pids): in the repository's git dir, which no worker
+    branch can reach — a forged file committed by a worker is merged into the working tree,
+    never here."""
+    return workspace.git_common_dir(root) / "agentrun" / "runs" / run_id
+
+
 class Recorder:
     """The run record of one run of `spec` (its `run_dir`) and the project files it updates."""
 

@@ -1,0 +1,138 @@
+"""A run killed from outside (SIGKILL of its whole process group, as CI cancels a job), then
+`agentrun run --resume`: the dead run's finished work is merged, not redone; every group
+merges once, no commit is lost, and nothing of the dead run is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from clirun import ENTRY_POINT, agentrun, cli_env
+from gitutil import run_git
+from runkit import make_project, scripted, spec_text, writes
+
+FIVE = [("G1", [], "src/a.py"), ("G2", [], "src/b.py"), ("G3", ["G1", "G2"], "src/c.py"),
+        ("G4", ["G1"], "src/d.py"), ("G5", ["G3", "G4"], "src/e.py")]
+
+
+def script(slow: dict[str, float]) -> dict:
+    return {"groups": {gid: writes(path, f"# {gid}\n", latency=slow.get(gid, 0.0))
+                       for gid, _, path in FIVE}}
+
+
+def events(root: Path) -> list[dict]:
+    found = sorted((root / ".specflow/runs").glob("*/events.ndjson"))
+    if not found:
+        return []
+    return [json.loads(line) for line in found[0].read_text().splitlines() if line.strip()]
+
+
+def wait_for(predicate, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached in time")
+
+
+def merges(root: Path, base: str) -> list[str]:
+    return run_git(root, "log", "--merges", "--format=%s", f"{base}..HEAD").splitlines()
+
+
+def leftovers(root: Path) -> tuple[str, str]:
+    branches = run_git(root, "for-each-ref", "--format=%(refname:short)", "refs/heads/agentrun")
+    return run_git(root, "worktree", "list", "--porcelain"), branches
+
+
+def kill_run(root: Path, when) -> str:
+    """Start a run in a process group of its own, SIGKILL the group once `when(events)`
+    holds; returns the killed run's id."""
+    proc = subprocess.Popen([str(ENTRY_POINT), "run", "SPEC-1", *scripted()], cwd=root,
+                            env=cli_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: when(events(root)))
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    run_id = next(e["run_id"] for e in events(root) if e["type"] == "run_start")
+    return run_id
+
+
+def _started(root: Path, gid: str):
+    """The worker of `gid` is running: it has written its first progress line."""
+    def check(_evs) -> bool:
+        found = list((root / ".git/agentrun/runs").glob(f"*/workers/{gid}/progress.ndjson"))
+        return bool(found) and found[0].stat().st_size > 0
+    return check
+
+
+def _merged(batch: str):
+    return lambda evs: any(e["type"] == "merged" and e["batch"] == batch for e in evs)
+
+
+POINTS = {
+    "first-wave-workers": ({"G1": 2.0, "G2": 2.0}, "G2"),
+    "between-merge-and-next-wave": ({"G2": 2.0}, None),
+    "last-wave": ({"G5": 2.0}, "G5"),
+}
+
+
+@pytest.mark.parametrize("point", sorted(POINTS))
+def test_sigkill_then_resume_adopts_and_leaves_nothing(tmp_path, point):
+    slow, running = POINTS[point]
+    root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", FIVE), script(slow))
+    if running is None:  # G1 merged while G2's worker runs: the next wave has not begun
+        running = "G2"
+        when = lambda evs: _merged("G1")(evs) and _started(root, "G2")(evs)  # noqa: E731
+    else:
+        when = _started(root, running)
+    base = run_git(root, "rev-parse", "HEAD")
+    dead = kill_run(root, when)
+    resumed = agentrun("run", "SPEC-1", *scripted("--resume", "--allow-dirty"), cwd=root)
+    assert resumed.returncode == 0, resumed.stderr
+    result = resumed.json
+    assert result["status"] == "complete" and result["resumed_from"] == dead
+    # every group merged exactly once, and its file is on the branch
+    subjects = merges(root, base)
+    for gid, _, path in FIVE:
+        assert sum(f" {gid}:" in s for s in subjects) == 1, subjects
+        assert (root / path).read_text() == f"# {gid}\n"
+        for sha in result["groups"][gid]["commits"]:
+            run_git(root, "merge-base", "--is-ancestor", sha, "HEAD")
+    # nothing of the dead run is left: no worktree, no branch
+    worktrees, branches = leftovers(root)
+    assert worktrees.count("worktree ") == 1 and branches == ""
+    assert not any((root / ".specflow/runs" / dead / "worktrees").glob("*"))
+    assert run_git(root, "status", "--porcelain") == ""
+    # the dead run's slow workers finished on their own: adopted, not redone
+    adopted = {e["batch"] for e in _run_events(result) if e["type"] == "adopted"}
+    assert adopted == set(slow)
+    started = {e["batch"] for e in _run_events(result) if e["type"] == "worker_start"}
+    assert not started & adopted
+
+
+def _run_events(result: dict) -> list[dict]:
+    path = Path(result["run_dir"]) / "events.ndjson"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_missing_result_is_derived_from_git_and_said(tmp_path):
+    slow = {"G1": 1.5, "G2": 1.5}
+    root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", FIVE), script(slow))
+    dead = kill_run(root, _started(root, "G2"))
+    workers = root / ".git/agentrun/runs" / dead / "workers"
+    wait_for(lambda: (workers / "G1/result.json").exists())  # the orphaned worker finished
+    (workers / "G1/result.json").unlink()
+    resumed = agentrun("run", "SPEC-1", *scripted("--resume", "--allow-dirty"), cwd=root)
+    assert resumed.returncode == 0, resumed.stderr
+    g1 = resumed.json["groups"]["G1"]
+    assert g1["status"] == "complete" and len(g1["commits"]) == 1
+    assert any("result was saved" in d and dead in d for d in g1["deviations"])
+    assert leftovers(root)[1] == ""
