@@ -70,6 +70,7 @@ class StopReason(StrEnum):
     ERROR = "error"
     INTERRUPTED = "interrupted"
     INTEGRATION = "integration"  # a run's: a wave's merged result failed the validation command
+    COST_CAP = "cost_cap"  # a run's (and its stopped workers'): the spending cap was reached
 
 
 class RunStatus(StrEnum):
@@ -124,6 +125,18 @@ class SandboxSettings(BaseModel):
     home_allow: list[str] = Field(default_factory=list)
 
 
+class SetupSettings(BaseModel):
+    """How a fresh worktree is made ready before anything runs in it (agentrun/setup.py):
+    untracked files copied from `source`, then `command` in the sandbox."""
+
+    command: str | None = None
+    copies: list[str] = Field(default_factory=list)  # paths relative to `source`
+    source: str  # the user's checkout, where the untracked files are
+    cache_dir: str | None = None  # the run's package caches, shared by its worktrees
+    network: bool = False
+    timeout_s: float = DEFAULT_WORKER_TIMEOUT_S
+
+
 class Assignment(BaseModel):
     """Everything one worker needs, and nothing of the other groups' tasks."""
 
@@ -156,6 +169,7 @@ class Assignment(BaseModel):
     progress_path: str | None = None
     interactive: bool = False
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    setup: SetupSettings | None = None
 
     @property
     def group_ids(self) -> list[str]:

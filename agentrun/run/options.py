@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrun.agent.terminator import Limits
-from agentrun.protocol import ProviderSettings, SandboxSettings, WorkerLimits
+from agentrun.protocol import ProviderSettings, SandboxSettings, SetupSettings, WorkerLimits
 
 
 @dataclass
@@ -27,3 +27,5 @@ class RunOptions:
     warnings: list[str] = field(default_factory=list)  # recorded in STATE.md's Warnings
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)  # workers and checks
     sandbox_description: str = ""  # "on (bubblewrap)", "off (why)": for the run record
+    setup: SetupSettings | None = None  # worktree set-up (its cache dir is the run's own)
+    max_cost_usd: float | None = None  # the whole run's spending cap, earlier runs resumed

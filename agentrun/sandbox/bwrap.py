@@ -38,6 +38,7 @@ class Jail:
     home: Path | None = None  # hidden behind an empty directory; None: the user's home
     home_allow: tuple[Path, ...] = ()  # paths under home to expose read-only
     path_env: str | None = None  # PATH of the command (its tool directories stay visible)
+    shared: tuple[Path, ...] = ()  # more writable directories (a run's package caches)
 
 
 def bwrap_executable() -> str | None:
@@ -80,6 +81,8 @@ def confine(argv: Sequence[str], jail: Jail, exe: str = "bwrap",
         for path in _home_exposed(home, jail):
             args += ["--ro-bind-try", str(path), str(path)]
     args += ["--bind" if jail.writable else "--ro-bind", str(worktree), str(worktree)]
+    for path in jail.shared:
+        args += ["--bind", str(path.resolve()), str(path.resolve())]
     # after the worktree: a checkout's own `.git` (a directory, or a linked worktree's pointer
     # file) and the shared git dir stay read-only even where they lie inside the worktree
     protected = [worktree / ".git"]

@@ -66,16 +66,17 @@ def choose(mode: str) -> SandboxChoice:
 
 def make_sandbox(mode: str, worktree: Path, *, network: bool = False,
                  home_allow: tuple[str, ...] = (), writable: bool = True,
-                 on_spawn: SpawnListener | None = None) -> tuple[Sandbox, SandboxChoice]:
-    """The sandbox for the commands run in `worktree` (read-only unless `writable`), and the
-    choice it stands for."""
+                 on_spawn: SpawnListener | None = None,
+                 shared: tuple[Path, ...] = ()) -> tuple[Sandbox, SandboxChoice]:
+    """The sandbox for the commands run in `worktree` (read-only unless `writable`; the
+    `shared` directories writable too), and the choice it stands for."""
     choice = choose(mode)
     if not choice.confined:  # confined means bwrap was found and works
         return LocalSandbox(on_spawn=on_spawn), choice
     exe = bwrap_executable() or "bwrap"
     jail = Jail(worktree=worktree, git_dir=git_common_dir(worktree), writable=writable,
                 network=network, home_allow=tuple(Path(p).expanduser() for p in home_allow),
-                path_env=os.environ.get("PATH", ""))
+                path_env=os.environ.get("PATH", ""), shared=shared)
     return BwrapSandbox(jail, exe, on_spawn=on_spawn), choice
 
 
