@@ -77,6 +77,7 @@ class SandboxConfig(_Section):
 
     mode: Literal["auto", "on", "off"] = "auto"
     network: bool = False  # let commands reach the network (package installs)
+    setup_network: bool = False  # let `setup_command` reach the network (nothing else)
     home_allow: list[str] = Field(default_factory=list)  # paths under home shown read-only
 
 
@@ -110,8 +111,11 @@ class ProjectConfig(_Section):
     command_env: list[str] = Field(default_factory=list)  # more variables commands may see
     max_write_bytes: int = Field(DEFAULT_MAX_WRITE_BYTES, ge=1)  # one write_file call
     executor: Literal["builtin", "claude-code"] = "builtin"  # who works in a worktree
+    setup_command: str | None = None  # run in every new worktree before its worker starts
+    worktree_copy: list[str] = Field(default_factory=list)  # untracked paths copied in
+    max_cost_usd: float | None = Field(None, gt=0)  # the whole run's spending cap
 
-    @field_validator("provider", "model", "script", "validation_command")
+    @field_validator("provider", "model", "script", "validation_command", "setup_command")
     @classmethod
     def _blank_is_unset(cls, value: str | None) -> str | None:
         return (value.strip() or None) if value is not None else None

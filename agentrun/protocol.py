@@ -72,6 +72,7 @@ class StopReason(StrEnum):
     INTERRUPTED = "interrupted"
     INTEGRATION = "integration"  # a run's: a wave's merged result failed the validation command
     REVIEW = "review"  # a run's: the reviewer did not approve its merged result
+    COST_CAP = "cost_cap"  # a run's (and its stopped workers'): the spending cap was reached
 
 
 class RunStatus(StrEnum):
@@ -129,6 +130,18 @@ class SandboxSettings(BaseModel):
     home_allow: list[str] = Field(default_factory=list)
 
 
+class SetupSettings(BaseModel):
+    """How a fresh worktree is made ready before anything runs in it (agentrun/setup.py):
+    untracked files copied from `source`, then `command` in the sandbox."""
+
+    command: str | None = None
+    copies: list[str] = Field(default_factory=list)  # paths relative to `source`
+    source: str  # the user's checkout, where the untracked files are
+    cache_dir: str | None = None  # the run's package caches, shared by its worktrees
+    network: bool = False
+    timeout_s: float = DEFAULT_WORKER_TIMEOUT_S
+
+
 class Assignment(BaseModel):
     """Everything one worker needs, and nothing of the other groups' tasks."""
 
@@ -162,6 +175,7 @@ class Assignment(BaseModel):
     interactive: bool = False
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     executor: Executor = "builtin"  # who works in the worktree: our loop or a coding-agent CLI
+    setup: SetupSettings | None = None
 
     @property
     def group_ids(self) -> list[str]:

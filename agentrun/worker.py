@@ -20,6 +20,7 @@ from typing import Any
 from agentrun import workspace
 from agentrun.agent.definitions import load_agent
 from agentrun.agent.prompts import render_worker_assignment
+from agentrun.agent.runtime import WRAP_UP
 from agentrun.agent.snapshots import Snapshot, checkout_snapshot
 from agentrun.agent.terminator import limits_for
 from agentrun.agent.transcript import Transcript
@@ -36,6 +37,7 @@ from agentrun.sandbox.choice import make_sandbox
 from agentrun.tools.base import CommandPolicy
 from agentrun.tools.environment import discard_private_home
 from agentrun.workspace import populate_worktree
+from agentrun.worktree_setup import LOG_NAME, prepare_worktree
 
 
 def run_assignment(assignment: Assignment, cancel: threading.Event | None = None,
@@ -75,6 +77,9 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
         # the orchestrator creates worktrees without files, to be quick; a fresh checkout is
         # HEAD exactly, which spares the first attempt's snapshot a scan of every file
         start = checkout_snapshot(worktree) if populate_worktree(worktree) else None
+        if assignment.setup is not None:  # before any model call: a failure fails the batch
+            set_up(assignment, progress)
+            start = None  # no longer HEAD exactly: the first attempt takes its own snapshot
         pointer = git_pointer(worktree)
         outcome, model = _run_attempts(assignment, cancel, progress, provider, sandbox, start)
         if git_pointer(worktree) != pointer:  # git would now follow the model's choice
@@ -97,6 +102,19 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
     progress.emit({"type": "done", "status": result.status, "stop_reason": result.stop_reason})
     progress.close()
     return result
+
+
+def set_up(assignment: Assignment, progress: _Progress) -> None:
+    """Make the worktree ready (worktree_setup.py); its output goes to the worker's record."""
+    assert assignment.setup is not None
+    progress.emit({"type": "setup_start", "command": assignment.setup.command})
+    outcome = prepare_worktree(
+        assignment.setup, Path(assignment.worktree), assignment.sandbox,
+        CommandPolicy(env_allow=tuple(assignment.command_env)),
+        Path(assignment.transcript_path or assignment.result_path).parent / LOG_NAME,
+        on_spawn=progress.spawned)
+    progress.emit({"type": "setup_done", "duration_s": outcome.duration_s,
+                   "copied": outcome.copied})
 
 
 def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Progress,
@@ -228,6 +246,7 @@ def process_main(assignment_path: str) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGUSR1, lambda _sig, _frame: WRAP_UP.set())  # the spending cap
     assignment = Assignment.read(Path(assignment_path))
     progress = _Progress(assignment.progress_path)
     sandbox = worker_sandbox(assignment, progress)

@@ -95,6 +95,7 @@ class Conversation:
             if reason:
                 return self.stop(reason)
             self.warn_budget()
+            self.messages += self.rt.wrap_up_messages(id(self))  # the run's spending cap
             turn = self.react()
             if isinstance(turn, AttemptOutcome):
                 return turn
@@ -145,6 +146,7 @@ class Conversation:
                     stop_reason=turn.stop_reason, usage=turn.usage.to_dict(),
                     cumulative_tokens=cumulative)
         self.rt.emit({"type": "step", "step": self.steps, "tokens": cumulative,
+                      "usage": turn.usage.to_dict(),
                       "tool": turn.tool_calls[0].name if turn.tool_calls else None,
                       **self.where})
         if turn.text.strip():

@@ -127,6 +127,13 @@ def describe(e: dict[str, Any]) -> str | None:
         return f"wave {e['wave']} done" + (f"; failed: {', '.join(failed)}" if failed else "")
     if kind == "warning":
         return f"warning: {e['message']}"
+    if kind in ("cost_warning", "cost_cap"):
+        share = "80% of" if kind == "cost_warning" else "reached"
+        return (f"spending: ${e['spent_usd']:.4f} spent, {share} the ${e['cap_usd']:g} cap"
+                + ("; no new worker starts, running ones wrap up" if kind == "cost_cap"
+                   else ""))
+    if kind == "wrap_up":
+        return f"worker {b}: asked to wrap up (spending cap)"
     return None
 
 

@@ -70,6 +70,13 @@ def run(
     sandbox: str | None = typer.Option(None, "--sandbox", metavar="auto|on|off",
                                        help=SANDBOX_HELP),
     allow_network: bool = typer.Option(False, "--allow-network", help=NETWORK_HELP),
+    setup: str | None = typer.Option(
+        None, "--setup", metavar="CMD",
+        help="Run CMD in every new worktree before its worker starts (config: setup_command)."),
+    max_cost: float | None = typer.Option(
+        None, "--max-cost", metavar="USD",
+        help="Stop the run once it has spent USD, every worker included "
+             "(config: max_cost_usd)."),
     junit: Path | None = typer.Option(None, "--junit", metavar="FILE", help=JUNIT_HELP),
     events: str | None = typer.Option(None, "--events", metavar="FILE|-", help=EVENTS_HELP),
     executor: str | None = typer.Option(None, "--executor", metavar="builtin|claude-code",
@@ -98,8 +105,8 @@ def run(
         max_steps=max_steps, token_budget=token_budget, worker_timeout=worker_timeout,
         max_retries=max_retries, validation_command=validation_command,
         sequential=sequential, interactive=interactive, sandbox=sandbox,
-        allow_network=allow_network, junit=junit, events=events, executor=executor,
-        no_review=no_review, fix_cycles=fix_cycles)
+        allow_network=allow_network, setup=setup, max_cost=max_cost, junit=junit,
+        events=events, executor=executor, no_review=no_review, fix_cycles=fix_cycles)
     raise typer.Exit(code)
 
 
@@ -110,7 +117,8 @@ RUN_DEFAULTS: dict[str, Any] = {
     "model": None, "script": None, "record": None, "max_steps": None, "token_budget": None,
     "worker_timeout": None, "max_retries": None, "validation_command": None,
     "sequential": False, "interactive": False, "sandbox": None, "allow_network": False,
-    "junit": None, "events": None, "executor": None, "no_review": False, "fix_cycles": None,
+    "setup": None, "max_cost": None, "junit": None, "events": None, "executor": None,
+    "no_review": False, "fix_cycles": None,
 }
 
 
@@ -209,6 +217,13 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     if opts["fix_cycles"] is None and not (tty and not opts["yes"]):
         opts["fix_cycles"] = 0  # nothing to ask: CI, no terminal, or --yes
     summary_console.print(f"Review: {review_plan(opts)}", markup=False)
+    max_cost = opts["max_cost"] or config.max_cost_usd
+    if max_cost is not None and max_cost <= 0:
+        raise BadInput(f"invalid --max-cost {max_cost:g}", hint="give a positive USD amount")
+    if max_cost is not None:
+        summary_console.print(spending_line(max_cost, plan, cfg.model, limits.token_budget,
+                                            config.price_overrides()), markup=False)
+    setup_settings = worktree_setup(project, opts["setup"], limits.timeout_s)
     for w in warnings:
         out.warn(w)
     if opts["dry_run"]:
@@ -238,7 +253,8 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         pricing=config.price_overrides(), ask_continue=ask, warnings=warnings,
         sandbox=sandbox, sandbox_description=sandbox_choice.describe(), executor=executor,
         review=None if opts["no_review"] else review_settings(project, opts, sandbox.mode),
-        review_skipped="--no-review" if opts["no_review"] else None)
+        review_skipped="--no-review" if opts["no_review"] else None,
+        setup=setup_settings, max_cost_usd=max_cost)
     with progress_for(out) as progress, \
             event_stream(opts["events"], progress, out) as on_event:
         orchestrator = Orchestrator(project, spec, plan, options, on_event=on_event)
@@ -273,6 +289,39 @@ def review_settings(project, opts: dict[str, Any], sandbox_mode: str):
         access=model_access(project, opts["provider"], opts["model"], opts["script"]),
         fix_cycles=opts["fix_cycles"] or 0, sandbox=sandbox_mode,
         pricing=project.config.price_overrides())
+
+
+def spending_line(cap: float, plan, model: str, token_budget: int, pricing) -> str:
+    """The cap beside the estimate: every worker spending its whole token budget (as input,
+    the cheaper side) is what a run can be expected to cost at most."""
+    from agentrun.providers.pricing import price_for
+
+    price = price_for(model, pricing)
+    if price is None:
+        raise BadInput(f"--max-cost needs the price of {model}, which is not known",
+                       hint=f"add `pricing: {{{model}: {{input: ..., output: ...}}}}` to "
+                            ".specflow/config.yaml (USD per million tokens)")
+    workers = sum(len(w.batches) for w in plan.waves)
+    estimate = workers * token_budget * price.input / 1_000_000
+    return (f"Spending cap: ${cap:g} for the whole run · estimate ${estimate:.2f} "
+            f"({workers} worker(s) × {token_budget:,} tokens at ${price.input:g}/M input)")
+
+
+def worktree_setup(project, command: str | None, timeout_s: float):
+    """What makes each new worktree ready (flags, then config), checked before anything
+    starts; None when there is nothing to do."""
+    from agentrun.protocol import SetupSettings
+    from agentrun.workspace import repo_root
+    from agentrun.worktree_setup import check_copies
+
+    config = project.config
+    command = (command or "").strip() or config.setup_command
+    root = repo_root(project.root)
+    copies = check_copies(root, config.worktree_copy)
+    if not command and not copies:
+        return None
+    return SetupSettings(command=command, copies=copies, source=str(root),
+                         network=config.sandbox.setup_network, timeout_s=timeout_s)
 
 
 def worker_settings(config: ProjectConfig, cfg, opts: dict[str, Any]):

@@ -43,6 +43,9 @@ class WorkerHandle(Protocol):
     def stop(self) -> None:
         """Ask the worker to stop and save what it has."""
 
+    def wrap_up(self) -> None:
+        """Ask the worker to submit what it has at its next model turn (the spending cap)."""
+
     def kill(self, reason: StopReason) -> None:
         """End the worker now, with everything it started."""
 
@@ -124,6 +127,9 @@ class FinishedHandle:
     def stop(self) -> None:
         pass
 
+    def wrap_up(self) -> None:
+        pass
+
     def kill(self, reason: StopReason) -> None:
         pass
 
@@ -163,14 +169,15 @@ class ProcessHandle:
         self.emit = emit
         self.offset = 0
         self.commands: set[int] = set()  # process groups of the commands it runs (checked)
+        self.wrap_up_asked = self.wrap_up_sent = False
 
     def poll(self) -> bool:
         proc = self.proc
         self.relay_progress()
         if self.cancel.is_set() and proc.alive():
             self.stop()
-            if proc.overdue(STOP_GRACE_S):
-                self.kill(StopReason.INTERRUPTED)
+        if proc.alive() and proc.overdue(STOP_GRACE_S):
+            self.kill(StopReason.INTERRUPTED)
         if proc.alive() and proc.elapsed > proc.timeout_s:
             self.kill(StopReason.TIMEOUT)
             self.emit({"type": "worker_timeout", "batch": self.batch,
@@ -183,6 +190,20 @@ class ProcessHandle:
 
     def stop(self) -> None:
         self.proc.request_stop(StopReason.INTERRUPTED)
+
+    def wrap_up(self) -> None:
+        """SIGUSR1 to the worker alone, once its first progress line shows that it handles
+        the signal (its default action would end the process)."""
+        self.wrap_up_asked = True
+        self._send_wrap_up()
+
+    def _send_wrap_up(self) -> None:
+        pid = self.proc.process.pid
+        if self.wrap_up_asked and not self.wrap_up_sent and self.offset and pid is not None \
+                and self.proc.alive():
+            self.wrap_up_sent = True
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGUSR1)
 
     def kill(self, reason: StopReason) -> None:
         """Kill the worker, then the commands it left running (they have sessions of their
@@ -218,6 +239,7 @@ class ProcessHandle:
             self.emit({**event, "type": f"agent_{event.get('type', 'event')}",
                        "batch": self.batch}, record=False)
         self.offset += end + 1
+        self._send_wrap_up()
 
     def _track(self, event: dict[str, object]) -> None:
         """Note a command's process group from the progress file, which the worker (and so

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from agentrun.plan import Batch
 from agentrun.protocol import WorkerResult
@@ -17,24 +18,37 @@ POLL_S = 0.05
 Results = dict[str, WorkerResult]
 
 
+class Gate(Protocol):
+    """What may stop a wave besides an interrupt (the spending cap: `spending.Spending`)."""
+
+    def closed(self) -> bool:
+        """True once no further worker may start."""
+
+    def tend(self, running: Mapping[str, WorkerHandle]) -> None:
+        """Wind down the running workers once closed."""
+
+
 def execute(batches: list[Batch], base: str, backend: WorkerBackend, *,
             max_parallel: int | None, cancel: threading.Event,
             verify: Callable[[Delivery], WorkerResult],
             on_result: Callable[[Results], None],
-            not_started: Callable[[Batch], None]) -> Results:
+            not_started: Callable[[Batch], None], gate: Gate | None = None) -> Results:
     """Run `batches` from commit `base`; returns the verified results by batch id, calling
-    `on_result` each time one arrives. On cancel no further batch starts: each is passed to
-    `not_started` once the running ones have ended."""
+    `on_result` each time one arrives. On cancel (or once `gate` closes) no further batch
+    starts: each is passed to `not_started` once the running ones have ended."""
     pending = list(batches)
     running: dict[str, WorkerHandle] = {}
     results: Results = {}
     wanted = max_parallel or len(pending) or 1
     while pending or running:
         limit = 1 if backend.sequential else wanted
-        if pending and len(running) < limit and not cancel.is_set():
+        stopping = cancel.is_set() or (gate is not None and gate.closed())
+        if pending and len(running) < limit and not stopping:
             batch = pending.pop(0)  # one at a time: poll the running ones before the next
             running[batch.id] = backend.start(batch, base)
-        if cancel.is_set() and not running:
+        if gate is not None:
+            gate.tend(running)
+        if stopping and not running:
             for batch in pending:
                 not_started(batch)
             break
@@ -44,6 +58,6 @@ def execute(batches: list[Batch], base: str, backend: WorkerBackend, *,
                 del running[batch_id]
                 on_result(results)
         limit = 1 if backend.sequential else wanted
-        if running and (cancel.is_set() or not (pending and len(running) < limit)):
+        if running and (stopping or not (pending and len(running) < limit)):
             time.sleep(POLL_S)
     return results

@@ -28,6 +28,7 @@ from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.choice import make_sandbox
 from agentrun.tools.base import CommandPolicy
 from agentrun.validation import Validation, run_validation, tail
+from agentrun.worktree_setup import LOG_NAME, SetupFailed
 
 T = TypeVar("T")
 SandboxFactory = Callable[[Path], Sandbox]  # the sandbox for commands in a worktree
@@ -87,7 +88,8 @@ class IntegrationChecker:
 
     def __init__(self, root: Path, work_dir: Path, branch_for: Callable[[str], str],
                  command: str, timeout_s: float, sandbox: SandboxFactory,
-                 cancel: threading.Event, policy: CommandPolicy | None = None) -> None:
+                 cancel: threading.Event, policy: CommandPolicy | None = None,
+                 prepare: Callable[[Path, Path], object] | None = None) -> None:
         self.root = root
         self.work_dir = work_dir
         self.branch_for = branch_for
@@ -96,6 +98,7 @@ class IntegrationChecker:
         self.sandbox = sandbox
         self.cancel = cancel
         self.policy = policy or CommandPolicy()  # the workers' own: the same environment
+        self.prepare = prepare  # the worktree set-up (worktree, log): raises SetupFailed
         self._count = 0
 
     def check(self, label: str, base: str, head: str, merges: list[Merge]) -> IntegrationCheck:
@@ -138,6 +141,11 @@ class IntegrationChecker:
             for m in merges:
                 if not workspace.merge_branch(wt.path, m.ref, f"Check {m.batch}").ok:
                     return None
+            if self.prepare is not None:
+                try:
+                    self.prepare(wt.path, self.work_dir / f"{name}-{LOG_NAME}")
+                except SetupFailed as exc:
+                    return Validation(self.command, False, exc.message, None, exc.message)
             sandbox = self.sandbox(wt.path)
             with _killed_on(self.cancel, sandbox):
                 return run_validation(sandbox, wt.path, self.policy, self.command,

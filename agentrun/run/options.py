@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrun.agent.terminator import Limits
-from agentrun.protocol import Executor, ProviderSettings, SandboxSettings, WorkerLimits
+from agentrun.protocol import (
+    Executor,
+    ProviderSettings,
+    SandboxSettings,
+    SetupSettings,
+    WorkerLimits,
+)
 
 
 @dataclass
@@ -30,3 +36,5 @@ class RunOptions:
     executor: Executor = "builtin"
     review: Any = None  # run.review_step.ReviewSettings; None: not reviewed at its end
     review_skipped: str | None = None  # why not, for the record (`--no-review`)
+    setup: SetupSettings | None = None  # worktree set-up (its cache dir is the run's own)
+    max_cost_usd: float | None = None  # the whole run's spending cap, earlier runs resumed

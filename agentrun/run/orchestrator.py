@@ -12,13 +12,21 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 from agentrun import workspace
 from agentrun.errors import CannotStart
 from agentrun.fsutil import relpath
 from agentrun.plan import Batch, Plan, Wave
 from agentrun.project import Project
-from agentrun.protocol import Assignment, GroupAssignment, RunStatus, Status, StopReason
+from agentrun.protocol import (
+    Assignment,
+    GroupAssignment,
+    RunStatus,
+    Status,
+    StopReason,
+    WorkerResult,
+)
 from agentrun.report.execution_state import (
     GroupState,
     RunState,
@@ -43,9 +51,11 @@ from agentrun.run.options import RunOptions
 from agentrun.run.record import EventSink, Recorder, control_dir, new_run_id, now_text
 from agentrun.run.review_step import ReviewStep, review_position
 from agentrun.run.session import cancel_on_signals, preflight, run_lock
-from agentrun.run.verify import Verifier
+from agentrun.run.spending import Spending
+from agentrun.run.verify import Delivery, Verifier
 from agentrun.spec.model import Spec
 from agentrun.tools.base import CommandPolicy
+from agentrun.worktree_setup import prepare_worktree
 
 
 class Orchestrator:
@@ -67,6 +77,10 @@ class Orchestrator:
         self.record = Recorder(project, spec, plan.mode, self.run_id, self.run_dir,
                                self.state_file, on_event)
         self.schedule = scheduler.Schedule(spec)
+        self.setup = options.setup and options.setup.model_copy(
+            update={"cache_dir": str(self.run_dir / "cache")})  # shared by the run's worktrees
+        self.spending = Spending(options.max_cost_usd, options.provider.model, options.pricing,
+                                 self.record.emit)
         self.backend = backend or self._local_backend()
         self.land_while_running = land_while_running
         self._state: RunState | None = None
@@ -82,10 +96,15 @@ class Orchestrator:
     def _local_backend(self) -> WorkerBackend:
         if not self.options.use_processes:
             return InProcessBackend(self.prepare, self.cancel)
-        return ProcessBackend(self.prepare, self.cancel, self.record.emit,
+        return ProcessBackend(self.prepare, self.cancel, self._relay,
                               timeout_s=self.options.limits.timeout_s,
                               provider=self.options.provider.provider,
                               warn=lambda text: self.state.warnings.append(text))
+
+    def _relay(self, event: dict, record: bool = True) -> None:
+        """A worker's progress: its model turns count against the spending cap."""
+        self.spending.observe(event)
+        self.record.emit(event, record=record)
 
     # -- the run ----------------------------------------------------------------------------
     def run(self) -> RunState:
@@ -131,11 +150,18 @@ class Orchestrator:
         command = self.options.validation_command
         if not command:
             return None
+        policy = CommandPolicy(env_allow=tuple(self.project.config.command_env))
+        setup = self.setup
+
+        def prepare(worktree: Path, log: Path) -> None:  # the merged result, set up first
+            assert setup is not None
+            prepare_worktree(setup, worktree, self.options.sandbox, policy, log)
+
         return IntegrationChecker(
             self.root, self.run_dir / "integration",
             lambda name: batch_branch(self.spec.id, self.run_id, name), command,
             self.options.validation_timeout_s, sandbox_factory(self.options.sandbox), self.cancel,
-            CommandPolicy(env_allow=tuple(self.project.config.command_env)))
+            policy, prepare=prepare if setup else None)
 
     def initial_state(self) -> RunState:
         state = RunState(
@@ -162,6 +188,8 @@ class Orchestrator:
             self.adopter = take_over(self.root, self.spec, state, old, self.record.emit,
                                      state.warnings.append)
             self.backend = AdoptingBackend(self.backend, self.adopter)
+            # the cap covers what the resumed runs spent too
+            self.spending.settled = sum(g.cost_usd or 0.0 for g in old.groups.values())
         return state
 
     def _landed(self, group: GroupState) -> bool:
@@ -199,7 +227,7 @@ class Orchestrator:
         results = execute(
             triage.todo, base, self.backend,
             max_parallel=self.options.max_parallel, cancel=self.cancel,
-            verify=self.verifier.check, not_started=self._not_started,
+            verify=self._verify, not_started=self._not_started, gate=self.spending,
             on_result=landing.land_ready if self.land_while_running else lambda _: None)
         broken = self.integration.after_wave(wave.label, base, landing.finish(results))
         landing.clean_up()
@@ -211,6 +239,11 @@ class Orchestrator:
         if self.cancel.is_set():
             return False
         if broken:  # the failure rules do not apply: the merged result is broken
+            return True
+        if self.spending.reached and (wave.number < len(self.plan.waves) or any(
+                state.groups[g].status != Status.COMPLETE for g in ran)):
+            state.stop_reason = StopReason.COST_CAP
+            state.warnings.append(self.spending.summary())
             return True
         verdict = scheduler.wave_verdict(wave.label, ran, failed, self.options.on_failure,
                                          self.options.ask_continue)
@@ -242,6 +275,7 @@ class Orchestrator:
             record_dir=tdir, control_dir=wdir)
         if batch.id in self.fix_groups:  # a fix batch's group is not in the spec
             assignment.groups = [self.fix_groups[batch.id]]
+        assignment.setup = self.setup
         assignment.write(assignment_file(assignment))
         for gid in batch.ids:
             g = self.state.groups[gid]
@@ -251,11 +285,26 @@ class Orchestrator:
                           "worktree": assignment.worktree, "branch": assignment.branch})
         return assignment
 
+    def _verify(self, d: Delivery) -> WorkerResult:
+        """Check a worker's result against git; the cap counts what it cost."""
+        if d.batch in self.spending.wrapped:
+            committed = bool(workspace.resolve_ref(self.root, d.ref)
+                             and workspace.commits_since(self.root, d.base, d.ref))
+            d.result = self.spending.capped(d.result, committed)
+        result = self.verifier.check(d)
+        self.spending.settle(d.batch, result)
+        return result
+
     def _not_started(self, batch: Batch) -> None:
+        capped = self.spending.reached and not self.cancel.is_set()
         for gid in batch.ids:
             g = self.state.groups[gid]
-            g.status, g.error = Status.INTERRUPTED, "interrupted before the worker started"
-            g.stop_reason = StopReason.INTERRUPTED
+            if capped:
+                g.status, g.error = Status.BLOCKED, scheduler.COST_CAP_REASON
+                g.stop_reason = StopReason.COST_CAP
+            else:
+                g.status, g.error = Status.INTERRUPTED, "interrupted before the worker started"
+                g.stop_reason = StopReason.INTERRUPTED
 
     def fix(self, state: RunState, cycles: int) -> RunState:
         """`agentrun fix`: continue the run in `state` with fix cycles for its last review's

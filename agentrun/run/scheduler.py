@@ -18,6 +18,8 @@ from agentrun.spec.model import Spec
 
 ABORTED_REASON = "the run was aborted after an earlier wave failed"
 INTEGRATION_REASON = "the run stopped after an earlier wave failed its integration check"
+COST_CAP_REASON = ("not started: the run reached its spending cap (continue with --resume "
+                   "--max-cost HIGHER)")
 
 
 class OnFailure(StrEnum):
@@ -99,6 +101,8 @@ def wave_verdict(label: str, ran: list[str], failed: list[str], on_failure: str,
 
 def abort_reason(state: RunState) -> str:
     """Why the waves after an abort did not run."""
+    if state.stop_reason == StopReason.COST_CAP:
+        return COST_CAP_REASON
     return INTEGRATION_REASON if state.stop_reason == StopReason.INTEGRATION \
         else ABORTED_REASON
 
@@ -118,6 +122,8 @@ def final_status(state: RunState, interrupted: bool) -> RunStatus:
         return RunStatus.INTERRUPTED
     if state.stop_reason == StopReason.INTEGRATION:
         return RunStatus.FAILED
+    if state.stop_reason == StopReason.COST_CAP:
+        return RunStatus.PARTIAL if any(s.landed_work for s in statuses) else RunStatus.FAILED
     if all(s == Status.COMPLETE for s in statuses):
         return RunStatus.COMPLETE
     if any(w.status == "skipped" for w in state.waves):

@@ -38,7 +38,7 @@ class Jail:
     home: Path | None = None  # hidden behind an empty directory; None: the user's home
     home_allow: tuple[Path, ...] = ()  # paths under home to expose read-only
     path_env: str | None = None  # PATH of the command (its tool directories stay visible)
-    writable_paths: tuple[Path, ...] = ()  # outside the worktree (a coding-agent CLI's config)
+    writable_paths: tuple[Path, ...] = ()  # outside the worktree: a CLI's config, run caches
 
 
 def bwrap_executable() -> str | None:

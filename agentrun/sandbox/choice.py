@@ -69,7 +69,8 @@ def make_sandbox(mode: str, worktree: Path, *, network: bool = False,
                  writable_paths: tuple[Path, ...] = (),
                  on_spawn: SpawnListener | None = None) -> tuple[Sandbox, SandboxChoice]:
     """The sandbox for the commands run in `worktree` (read-only unless `writable`; plus
-    `writable_paths` outside it), and the choice it stands for."""
+    `writable_paths` outside it: a CLI's config, a run's package caches), and the choice it
+    stands for."""
     choice = choose(mode)
     if not choice.confined:  # confined means bwrap was found and works
         return LocalSandbox(on_spawn=on_spawn), choice
