@@ -14,6 +14,7 @@ def register(app: typer.Typer) -> None:
         audit_cmd,
         demo_cmd,
         init_cmd,
+        new_cmd,
         plan_cmd,
         review_cmd,
         run_cmd,
@@ -29,4 +30,5 @@ def register(app: typer.Typer) -> None:
     app.command("aggregate")(aggregate_cmd.aggregate)
     app.command("status")(status_cmd.status)
     app.command("init")(init_cmd.init)
+    app.command("new")(new_cmd.new)
     app.command("demo")(demo_cmd.demo)
