@@ -45,6 +45,8 @@ def run(
                                help="Run a spec even though static checks found it critical."),
     resume: bool = typer.Option(False, "--resume",
                                 help="Continue the last interrupted or failed run of the spec."),
+    rerun: bool = typer.Option(False, "--rerun",
+                               help="Run a spec that is already in review or done again."),
     provider: str | None = typer.Option(None, "--provider",
                                         help="anthropic, openai or scripted."),
     model: str | None = typer.Option(None, "--model", help="Model name."),
@@ -77,7 +79,8 @@ def run(
     code = execute(
         spec, out, yes=yes, dry_run=dry_run, mode=mode, max_parallel=max_parallel,
         on_failure=on_failure, allow_dirty=allow_dirty, require_audit=require_audit,
-        force=force, resume=resume, provider=provider, model=model, script=script, record=record,
+        force=force, resume=resume, rerun=rerun, provider=provider, model=model, script=script,
+        record=record,
         max_steps=max_steps, token_budget=token_budget, worker_timeout=worker_timeout,
         max_retries=max_retries, validation_command=validation_command,
         sequential=sequential, interactive=interactive, sandbox=sandbox,
@@ -88,7 +91,8 @@ def run(
 # What `run` does when an option is not given (callers like `demo` pass only what differs).
 RUN_DEFAULTS: dict[str, Any] = {
     "yes": False, "dry_run": False, "mode": None, "max_parallel": None, "on_failure": None,
-    "allow_dirty": False, "require_audit": False, "force": False, "resume": False, "provider": None,
+    "allow_dirty": False, "require_audit": False, "force": False, "resume": False,
+    "rerun": False, "provider": None,
     "model": None, "script": None, "record": None, "max_steps": None, "token_budget": None,
     "worker_timeout": None, "max_retries": None, "validation_command": None,
     "sequential": False, "interactive": False, "sandbox": None, "allow_network": False,
@@ -107,6 +111,19 @@ def refuse_critical(spec: Spec) -> None:
                        f"finding{'s' if len(critical) > 1 else ''}):{lines}",
                        hint=f"fix {spec.path} (see `agentrun audit --static`), or pass --force "
                             "to run it anyway")
+
+
+FINISHED = ("review", "done")  # spec statuses whose work a run has merged already
+
+
+def refuse_finished(spec: Spec) -> None:
+    """Running a finished spec again redoes merged work on top of any later fixes."""
+    status = (spec.status or "").lower()
+    if status in FINISHED:
+        raise BadInput(f"{spec.id} is already {status}: running it again would redo its merged "
+                       "work over any changes made since",
+                       hint=f"review it with `agentrun review {spec.id}`, or pass --rerun to "
+                            "run it again anyway")
 
 
 def execute(spec_arg: str | None, out, **given: Any) -> int:
@@ -133,6 +150,8 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     plan = build_plan(spec, mode=opts["mode"])
     if not opts["force"]:
         refuse_critical(spec)
+    if not opts["rerun"] and not opts["dry_run"]:
+        refuse_finished(spec)
     config = project.config
     warnings = []
     if (spec.status or "").lower() != "audited":
