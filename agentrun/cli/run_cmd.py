@@ -47,6 +47,10 @@ def run(
                                 help="Continue the last interrupted or failed run of the spec."),
     rerun: bool = typer.Option(False, "--rerun",
                                help="Run a spec that is already in review or done again."),
+    allow_failing_base: bool = typer.Option(
+        False, "--allow-failing-base",
+        help="Run even though the validation command fails before any change; merged results "
+             "then pass when they add no new failures."),
     provider: str | None = typer.Option(None, "--provider",
                                         help="anthropic, openai or scripted."),
     model: str | None = typer.Option(None, "--model", help="Model name."),
@@ -79,8 +83,8 @@ def run(
     code = execute(
         spec, out, yes=yes, dry_run=dry_run, mode=mode, max_parallel=max_parallel,
         on_failure=on_failure, allow_dirty=allow_dirty, require_audit=require_audit,
-        force=force, resume=resume, rerun=rerun, provider=provider, model=model, script=script,
-        record=record,
+        force=force, resume=resume, rerun=rerun, allow_failing_base=allow_failing_base,
+        provider=provider, model=model, script=script, record=record,
         max_steps=max_steps, token_budget=token_budget, worker_timeout=worker_timeout,
         max_retries=max_retries, validation_command=validation_command,
         sequential=sequential, interactive=interactive, sandbox=sandbox,
@@ -92,7 +96,7 @@ def run(
 RUN_DEFAULTS: dict[str, Any] = {
     "yes": False, "dry_run": False, "mode": None, "max_parallel": None, "on_failure": None,
     "allow_dirty": False, "require_audit": False, "force": False, "resume": False,
-    "rerun": False, "provider": None,
+    "rerun": False, "allow_failing_base": False, "provider": None,
     "model": None, "script": None, "record": None, "max_steps": None, "token_budget": None,
     "worker_timeout": None, "max_retries": None, "validation_command": None,
     "sequential": False, "interactive": False, "sandbox": None, "allow_network": False,
@@ -185,6 +189,12 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     summary_console.print(f"Sandbox: {sandbox_choice.describe()}"
                           + (" · network allowed" if sandbox.network and sandbox_choice.confined
                              else ""), markup=False)
+    validation = opts["validation_command"] or config.validation_command
+    summary_console.print(f"Validation: {validation} (each worker, the base commit and each "
+                          "wave's merged result)" if validation else
+                          "Validation: none — results will be not validated (set "
+                          "validation_command in .specflow/config.yaml or pass --validate)",
+                          markup=False)
     for w in warnings:
         out.warn(w)
     if opts["dry_run"]:
@@ -207,7 +217,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         provider=settings, limits=limits,
         max_parallel=opts["max_parallel"] or config.max_parallel,
         on_failure=on_failure, allow_dirty=opts["allow_dirty"], resume=opts["resume"],
-        validation_command=opts["validation_command"] or config.validation_command,
+        validation_command=validation, allow_failing_base=opts["allow_failing_base"],
         interactive=opts["interactive"] and tty, use_processes=not opts["sequential"],
         pricing=config.price_overrides(), ask_continue=ask, warnings=warnings,
         sandbox=sandbox, sandbox_description=sandbox_choice.describe())
@@ -281,8 +291,9 @@ def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
                       escape(note))
     console.print(table)
     usage = state.usage
-    console.print(f"Result: [bold]{state.status}[/bold] · tokens {usage.total:,} · cost "
-                  f"{format_cost(state.cost_usd)}")
+    checked = "" if state.integration_command else " · not validated"
+    console.print(f"Result: [bold]{state.status}[/bold]{checked} · tokens {usage.total:,} · "
+                  f"cost {format_cost(state.cost_usd)}")
     console.print(f"Spec summary: {escape(str(orchestrator.spec.path))}")
     console.print(f"State: {escape(str(orchestrator.project.state_md))}, "
                   f"{escape(str(orchestrator.state_file))}")

@@ -86,6 +86,7 @@ class Orchestrator:
     def run(self) -> RunState:
         with self.session():
             self.begin(self.initial_state())
+            self.integration.check_base(self.state.base_commit, self.options.allow_failing_base)
             self.record.emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
                               "mode": self.plan.mode, "waves": len(self.plan.waves),
                               "run_dir": str(self.run_dir),
@@ -229,6 +230,8 @@ class Orchestrator:
             spec_path=relpath(self.spec.path, self.root), batch_id=batch.id, groups=batch.ids,
             worktree=wt_path, branch=branch, base=base, result_path=wdir / "result.json",
             record_dir=wdir)
+        if self.integration.base_fails:  # every worker's own check would fail: merges judge
+            assignment.validation_command = None
         assignment.write(assignment_file(assignment))
         for gid in batch.ids:
             g = self.state.groups[gid]
