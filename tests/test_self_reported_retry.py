@@ -37,7 +37,8 @@ def test_validation_failures_keep_the_configured_retries(tmp_path):
     bad = writes("src/a.py", "A = (\n")
     script = {"groups": {"G1": [*bad, *bad, *writes("src/a.py", "A = 1\n")]}}
     root = make_project(tmp_path / "p", "SPEC-51", spec_text("SPEC-51", ONE), script)
-    check = "python -c 'import ast; ast.parse(open(\"src/a.py\").read())'"
+    check = ("python -c 'import ast, pathlib; p = pathlib.Path(\"src/a.py\"); "
+             "p.exists() and ast.parse(p.read_text())'")  # passes on the base: no file yet
     proc = agentrun("run", "SPEC-51", *scripted("--max-retries", "3", "--validate", check),
                     cwd=root)
     assert proc.returncode == 0, proc.stderr

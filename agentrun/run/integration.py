@@ -68,6 +68,13 @@ def failing_tests(output: str) -> set[str] | None:
     return found or None
 
 
+def no_tests_yet(result: Validation) -> bool:
+    """pytest found no tests (exit 5): a project whose tests the spec is about to write, not
+    a failing one."""
+    code = _EXIT_CODE.search(result.output)
+    return code is not None and code.group(1) == "5" and "no tests ran" in result.output
+
+
 def no_new_failures(baseline: Validation, now: Validation) -> bool:
     """Whether `now` fails no worse than the base did: its failing tests are among the base's
     when both outputs name them, otherwise the same exit code. A command that could not run
@@ -258,7 +265,8 @@ class Integration:
         command = self.checker.command
         self.record.emit({"type": "base_check_start", "command": command, "commit": base})
         result = self.checker.run_on(base, [])
-        if self.checker.cancel.is_set() or result is None or result.ok:
+        if self.checker.cancel.is_set() or result is None or result.ok \
+                or no_tests_yet(result):
             return
         what = (f"`{command}` fails on the base commit {base[:12]}, before any change: every "
                 "worker and every merge would fail it too")
