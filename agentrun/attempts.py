@@ -30,7 +30,14 @@ from agentrun.providers.base import Provider, Usage
 from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.local import LocalSandbox
 from agentrun.tools.base import CommandPolicy
-from agentrun.validation import Validation, failure_condition, run_validation, tail
+from agentrun.validation import (
+    SELF_REPORTED_RETRIES,
+    Validation,
+    failure_condition,
+    run_validation,
+    self_reported_failure,
+    tail,
+)
 
 
 class AgentOutcome(Outcome):
@@ -94,16 +101,23 @@ class _Run:
                     **self.executor.describe())
         results: list[AttemptOutcome] = []
         text = task.task
+        self_retries = 0
         for number in range(1, max_attempts + 1):
             result, validation, snapshot = self.attempt(text, number, max_attempts)
             results.append(result)
             condition = failure_condition(result.stop_reason, result.status, result.error,
                                           validation)
+            gave_up = self_reported_failure(result.stop_reason, result.status,
+                                            result.submission is not None, validation)
             retry = (number < max_attempts and condition in limits.retry_conditions
-                     and self.budget.stop_requested() is None)
+                     and self.budget.stop_requested() is None
+                     and not (gave_up and self_retries >= SELF_REPORTED_RETRIES))
+            if retry and gave_up:
+                self_retries += 1
             self.record("attempt_end", attempt=number, status=result.status,
                         stop_reason=result.stop_reason, error=result.error,
-                        condition=condition, retry=retry, steps=result.steps)
+                        condition=condition, retry=retry, steps=result.steps,
+                        self_reported=gave_up)
             self.emit({"type": "attempt_end", "attempt": number, "status": result.status,
                        "stop_reason": result.stop_reason, "retry": retry})
             if not retry or not self.rollback(result, snapshot):
@@ -114,7 +128,10 @@ class _Run:
                 "last_action": result.last_action, "observation": result.observation,
                 "original_task": task.task, "validation_command": task.validation_command or "",
             }, task.project_root)
-        outcome = _outcome(results, self.transcript.redactor)
+        note = (" (the model reported the failure itself: retried once, not "
+                f"{limits.max_retries} times)" if self_retries and gave_up
+                and limits.max_retries > SELF_REPORTED_RETRIES else "")
+        outcome = _outcome(results, self.transcript.redactor, note)
         self.record("outcome", **outcome.model_dump(mode="json"))
         return outcome
 
@@ -206,13 +223,14 @@ class _Run:
         emit_safely(self.on_event, event, self.transcript)
 
 
-def _outcome(results: list[AttemptOutcome], redactor: Redactor) -> AgentOutcome:
+def _outcome(results: list[AttemptOutcome], redactor: Redactor, note: str = "") -> AgentOutcome:
     """The last attempt decides; steps and tokens add up over all of them. Texts that come
-    from the model or from command output are redacted: they end up in result files."""
+    from the model or from command output are redacted: they end up in result files. `note`
+    says why the retries stopped early."""
     last = results[-1]
     error = last.error
     if error and last.status != Status.COMPLETE and len(results) > 1:
-        error = f"failed after {len(results)} attempts; last error: {error}"
+        error = f"failed after {len(results)} attempts{note}; last error: {error}"
     usage = Usage()
     for result in results:
         usage = usage + result.usage

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentrun.protocol import Status, StopReason
 from agentrun.sandbox.base import Sandbox
 from agentrun.tools.base import TIMEOUT, CommandPolicy
 from agentrun.tools.command import execute_command
@@ -111,6 +112,19 @@ def failure_condition(stop_reason: str, status: str, error: str | None,
     if stop_reason == "circuit_breaker":
         return "tool_errors"
     return None  # budget, timeout, interrupted, error/escalation: another attempt cannot help
+
+
+# A model that submits `failed` with its reason has judged the task beyond it: one more try
+# with that reason in front of it can help (a fresh look), more at full price rarely do.
+SELF_REPORTED_RETRIES = 1
+
+
+def self_reported_failure(stop_reason: str, status: str, submitted: bool,
+                          validation: Validation | None) -> bool:
+    """The attempt ended with the model's own `failed` report (not a validation failure,
+    limit or error), whose retries `SELF_REPORTED_RETRIES` caps."""
+    return (submitted and validation is None and stop_reason == StopReason.COMPLETED
+            and status == Status.FAILED)
 
 
 def _mentions_build_or_test(text: str) -> bool:

@@ -26,6 +26,7 @@ def test_wheel_includes_packaged_directories(tmp_path):
                 ".specflow/STATE.md"):
         assert f"agentrun/_bundled/specflow-example/{rel}" in names
     assert "agentrun/cli/app.py" in names
+    assert "agentrun/templates/spec.md" in names  # `agentrun new`
     assert not any("__pycache__" in n for n in names)
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "agentrun = agentrun.cli.app:main" in zipfile.ZipFile(tmp_path / name).read(

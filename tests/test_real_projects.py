@@ -87,8 +87,10 @@ def test_validation_that_needs_a_set_up_step_passes_only_with_setup_command(tmp_
     bare = project(tmp_path / "bare", TWO, {"validation_command": NEEDS_SETUP})
     with FakeModelServer(responder=TwoTurns(files)) as server:
         proc = run(bare, server)
+    # without set-up the command fails on the base commit already: stopped before any worker
     assert proc.returncode == 1, proc.stderr
-    assert {g["status"] for g in proc.json["groups"].values()} == {"failed"}
+    assert "fails on the base commit" in proc.json["error"]["message"]
+    assert not server.requests
 
     ready = project(tmp_path / "ready", TWO, {"validation_command": NEEDS_SETUP,
                                               "setup_command": COPIED_SETUP,

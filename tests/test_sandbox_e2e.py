@@ -212,7 +212,7 @@ def test_a_validation_command_running_pytest_passes_inside(tmp_path):
     root = make_project(tmp_path / "p", "SPEC-1",
                         spec_text("SPEC-1", [("G1", [], "test_a.py")]), script,
                         {".gitignore": ".specflow/runs/\nbuild/\n.pytest_cache/\n"})
-    proc = run(root, "--validate", "python3 -m pytest -q -p no:cacheprovider test_a.py")
+    proc = run(root, "--validate", "python3 -m pytest -q -p no:cacheprovider")
     assert proc.json["sandbox"] == ON
     assert "1 passed" in ran_outputs(root)
     assert (root / "test_a.py").is_file()

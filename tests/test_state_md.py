@@ -1,6 +1,12 @@
 """STATE.md updates touch only Current Position, Execution Status and Warnings."""
 
-from agentrun.report.state_md import TEMPLATE, StateUpdate, apply_update, update_state_file
+from agentrun.report.state_md import (
+    MAX_WARNINGS,
+    TEMPLATE,
+    StateUpdate,
+    apply_update,
+    update_state_file,
+)
 
 USER_STATE = """# SpecFlow State
 
@@ -110,3 +116,17 @@ def test_the_queue_row_of_the_spec_follows_current_position():
     untouched = apply_update(example, StateUpdate("SPEC-009", status="review"))
     assert "| 1 | SPEC-002 | Readability report | high | audited |" in untouched
     assert "SPEC-009 |" not in untouched.split("## Queue")[1].split("## Decisions")[0]
+
+
+def test_warnings_keep_one_row_per_distinct_warning_and_only_the_most_recent():
+    text = apply_update(USER_STATE, StateUpdate(spec_id="SPEC-002", warnings=["again"],
+                                                when="day 1"))
+    for n in range(2, 14):
+        text = apply_update(text, StateUpdate(spec_id="SPEC-002",
+                                              warnings=["again", f"new {n}"], when=f"day {n}"))
+    rows = [line for line in text[text.rindex("## Warnings"):].splitlines()[4:]
+            if line.startswith("|")]
+    assert len(rows) == MAX_WARNINGS
+    assert rows[-2:] == ["| day 13 | SPEC-002 | again |", "| day 13 | SPEC-002 | new 13 |"]
+    assert sum("| again |" in row for row in rows) == 1
+    assert "new 5 |" in rows[0]  # "again" and new 5..13: older ones dropped

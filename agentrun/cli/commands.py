@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
         demo_cmd,
         fix_cmd,
         init_cmd,
+        new_cmd,
         plan_cmd,
         review_cmd,
         run_cmd,
@@ -33,4 +34,5 @@ def register(app: typer.Typer) -> None:
     app.command("status")(status_cmd.status)
     app.command("clean")(clean_cmd.clean)
     app.command("init")(init_cmd.init)
+    app.command("new")(new_cmd.new)
     app.command("demo")(demo_cmd.demo)

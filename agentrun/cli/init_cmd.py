@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import typer
@@ -18,7 +20,7 @@ Describe the project in a few sentences: its purpose, users and main parts.
 
 - Language and version:
 - Code style:
-- Test command: `python -m pytest -q`
+- Test command: {test_command}
 
 ## Patterns
 
@@ -59,7 +61,7 @@ CONFIG_YAML = """# agentrun settings. Flags win over environment variables, then
 # model: claude-sonnet-4-6
 # Server URLs and API keys never go here: set OPENAI_BASE_URL / ANTHROPIC_API_KEY ... in the
 # environment or in ~/.config/agentrun/config.yaml (outside the repository).
-# validation_command: python -m pytest -q
+{validation_line}
 # max_parallel: 4
 # token_budget: 100000
 # worker_timeout_s: 1800
@@ -70,6 +72,49 @@ CONFIG_YAML = """# agentrun settings. Flags win over environment variables, then
 """
 
 GITIGNORE_ENTRY = ".specflow/runs/"
+NO_TEST_COMMAND = ("# validation_command: python -m pytest -q   # no test command found: set the "
+                   "one that runs\n#   your tests; without it workers and merges are not "
+                   "validated")
+
+
+def detect_test_command(root: Path) -> tuple[str, str] | None:
+    """The project's test command and what it was found from, or None: pytest, npm test,
+    cargo test, go test, then a Makefile's `test:` target."""
+    def text(name: str) -> str:
+        path = root / name
+        try:
+            return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+        except OSError:
+            return ""
+
+    for name, marker in (("pytest.ini", ""), ("pyproject.toml", "[tool.pytest"),
+                         ("setup.cfg", "[tool:pytest]"), ("tox.ini", "[pytest]")):
+        if (root / name).is_file() and marker in text(name):
+            return "python -m pytest -q", name
+    tests = root / "tests"
+    if (tests.is_dir() and any(tests.rglob("test_*.py"))) or any(root.glob("test_*.py")):
+        return "python -m pytest -q", "tests/" if tests.is_dir() else "test_*.py files"
+    if _npm_test_script(text("package.json")):
+        return "npm test", "package.json"
+    if (root / "Cargo.toml").is_file():
+        return "cargo test", "Cargo.toml"
+    if (root / "go.mod").is_file():
+        return "go test ./...", "go.mod"
+    for name in ("GNUmakefile", "makefile", "Makefile"):
+        if re.search(r"^test\s*:(?!=)", text(name), re.MULTILINE):
+            return "make test", name
+    return None
+
+
+def _npm_test_script(package_json: str) -> bool:
+    """A `test` script that is not npm's placeholder ("Error: no test specified")."""
+    try:
+        data = json.loads(package_json) if package_json else {}
+    except ValueError:
+        return False
+    scripts = data.get("scripts") if isinstance(data, dict) else None
+    test = scripts.get("test") if isinstance(scripts, dict) else None
+    return isinstance(test, str) and bool(test.strip()) and "no test specified" not in test
 
 
 def init(
@@ -85,9 +130,15 @@ def init(
     if not root.is_dir():
         raise BadInput(f"not a directory: {path}", hint="create it first or pass another path")
     specflow = root / ".specflow"
+    detected = detect_test_command(root)
+    project_md = PROJECT_MD.format(test_command=f"`{detected[0]}`" if detected else
+                                   "(none found; set `validation_command` in config.yaml)")
+    config_yaml = CONFIG_YAML.format(validation_line=(
+        f"validation_command: {detected[0]}   # found from {detected[1]}; must pass before "
+        "work counts as done" if detected else NO_TEST_COMMAND))
     created, kept = [], []
-    for rel, text in (("PROJECT.md", PROJECT_MD), ("STATE.md", STATE_MD),
-                      ("config.yaml", CONFIG_YAML)):
+    for rel, text in (("PROJECT.md", project_md), ("STATE.md", STATE_MD),
+                      ("config.yaml", config_yaml)):
         target = specflow / rel
         if target.exists():
             kept.append(target)
@@ -111,11 +162,17 @@ def init(
     rel = [str(p.relative_to(root)) for p in created]
     if out.mode == "json":
         out.json({"ok": True, "root": str(root), "created": rel,
-                  "kept": [str(p.relative_to(root)) for p in kept]})
+                  "kept": [str(p.relative_to(root)) for p in kept],
+                  "validation_command": detected[0] if detected else None})
         return
     for p in rel:
         out.stdout.print(f"created {p}")
     for p in kept:
         out.stdout.print(f"kept    {p.relative_to(root)} (exists)")
-    out.stdout.print("Next: write a spec in .specflow/specs/, then `agentrun audit --static` and "
-                     "`agentrun plan`.")
+    if ".specflow/config.yaml" in rel:
+        out.stdout.print(f"validation command: {detected[0]} (found from {detected[1]})"
+                         if detected else "validation command: none found; runs will be "
+                         "\"not validated\" until you set validation_command in "
+                         ".specflow/config.yaml", markup=False)
+    out.stdout.print("Next: `agentrun new \"Title\"` to start a spec, then `agentrun audit "
+                     "--static` and `agentrun plan`.", markup=False)

@@ -47,6 +47,12 @@ def run(
                                help="Run a spec even though static checks found it critical."),
     resume: bool = typer.Option(False, "--resume",
                                 help="Continue the last interrupted or failed run of the spec."),
+    rerun: bool = typer.Option(False, "--rerun",
+                               help="Run a spec that is already in review or done again."),
+    allow_failing_base: bool = typer.Option(
+        False, "--allow-failing-base",
+        help="Run even though the validation command fails before any change; merged results "
+             "then pass when they add no new failures."),
     provider: str | None = typer.Option(None, "--provider",
                                         help="anthropic, openai or scripted."),
     model: str | None = typer.Option(None, "--model", help="Model name."),
@@ -101,7 +107,8 @@ def run(
     code = execute(
         spec, out, yes=yes, dry_run=dry_run, mode=mode, max_parallel=max_parallel,
         on_failure=on_failure, allow_dirty=allow_dirty, require_audit=require_audit,
-        force=force, resume=resume, provider=provider, model=model, script=script, record=record,
+        force=force, resume=resume, rerun=rerun, allow_failing_base=allow_failing_base,
+        provider=provider, model=model, script=script, record=record,
         max_steps=max_steps, token_budget=token_budget, worker_timeout=worker_timeout,
         max_retries=max_retries, validation_command=validation_command,
         sequential=sequential, interactive=interactive, sandbox=sandbox,
@@ -113,7 +120,8 @@ def run(
 # What `run` does when an option is not given (callers like `demo` pass only what differs).
 RUN_DEFAULTS: dict[str, Any] = {
     "yes": False, "dry_run": False, "mode": None, "max_parallel": None, "on_failure": None,
-    "allow_dirty": False, "require_audit": False, "force": False, "resume": False, "provider": None,
+    "allow_dirty": False, "require_audit": False, "force": False, "resume": False,
+    "rerun": False, "allow_failing_base": False, "provider": None,
     "model": None, "script": None, "record": None, "max_steps": None, "token_budget": None,
     "worker_timeout": None, "max_retries": None, "validation_command": None,
     "sequential": False, "interactive": False, "sandbox": None, "allow_network": False,
@@ -152,6 +160,19 @@ def _executor(name: str, provider: str, dry_run: bool) -> str:
     return name
 
 
+FINISHED = ("review", "done")  # spec statuses whose work a run has merged already
+
+
+def refuse_finished(spec: Spec) -> None:
+    """Running a finished spec again redoes merged work on top of any later fixes."""
+    status = (spec.status or "").lower()
+    if status in FINISHED:
+        raise BadInput(f"{spec.id} is already {status}: running it again would redo its merged "
+                       "work over any changes made since",
+                       hint=f"review it with `agentrun review {spec.id}`, or pass --rerun to "
+                            "run it again anyway")
+
+
 def execute(spec_arg: str | None, out, **given: Any) -> int:
     """The body of `run` (also used by `demo`); returns the exit code."""
     unknown = set(given) - set(RUN_DEFAULTS)
@@ -176,6 +197,8 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     plan = build_plan(spec, mode=opts["mode"])
     if not opts["force"]:
         refuse_critical(spec)
+    if not opts["rerun"] and not opts["dry_run"]:
+        refuse_finished(spec)
     config = project.config
     warnings = []
     if (spec.status or "").lower() != "audited":
@@ -224,6 +247,12 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         summary_console.print(spending_line(max_cost, plan, cfg.model, limits.token_budget,
                                             config.price_overrides()), markup=False)
     setup_settings = worktree_setup(project, opts["setup"], limits.timeout_s)
+    validation = opts["validation_command"] or config.validation_command
+    summary_console.print(f"Validation: {validation} (each worker, the base commit and each "
+                          "wave's merged result)" if validation else
+                          "Validation: none — results will be not validated (set "
+                          "validation_command in .specflow/config.yaml or pass --validate)",
+                          markup=False)
     for w in warnings:
         out.warn(w)
     if opts["dry_run"]:
@@ -248,7 +277,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         provider=settings, limits=limits,
         max_parallel=opts["max_parallel"] or config.max_parallel,
         on_failure=on_failure, allow_dirty=opts["allow_dirty"], resume=opts["resume"],
-        validation_command=opts["validation_command"] or config.validation_command,
+        validation_command=validation, allow_failing_base=opts["allow_failing_base"],
         interactive=opts["interactive"] and tty, use_processes=not opts["sequential"],
         pricing=config.price_overrides(), ask_continue=ask, warnings=warnings,
         sandbox=sandbox, sandbox_description=sandbox_choice.describe(), executor=executor,
@@ -378,8 +407,9 @@ def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
                       escape(note))
     console.print(table)
     usage = state.usage
-    console.print(f"Result: [bold]{state.status}[/bold] · tokens {usage.total:,} · cost "
-                  f"{format_cost(state.cost_usd)}")
+    checked = "" if state.integration_command else " · not validated"
+    console.print(f"Result: [bold]{state.status}[/bold]{checked} · tokens {usage.total:,} · "
+                  f"cost {format_cost(state.cost_usd)}")
     console.print(f"Review: {escape(review_words(state))}")
     console.print(f"Spec summary: {escape(str(orchestrator.spec.path))}")
     console.print(f"State: {escape(str(orchestrator.project.state_md))}, "

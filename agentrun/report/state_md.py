@@ -36,6 +36,7 @@ TEMPLATE = """# SpecFlow State
 
 EXECUTION_HEADER = ["Spec", "Run", "Mode", "Progress", "Updated"]
 WARNINGS_HEADER = ["Date", "Specification", "Warning"]
+MAX_WARNINGS = 10  # rows kept in the Warnings table: the most recent distinct warnings
 
 
 @dataclass
@@ -70,7 +71,30 @@ def apply_update(text: str, update: StateUpdate) -> str:
     for warning in update.warnings:
         row = {"updated": update.when, "spec": update.spec_id, "warning": warning}
         lines = _upsert_row(lines, "Warnings", WARNINGS_HEADER, row, key=None, nl=nl)
+    if update.warnings:
+        lines = _prune_warnings(lines)
     return "".join(lines)
+
+
+def _prune_warnings(lines: list[str]) -> list[str]:
+    """One row per distinct warning (the same text for the same spec), the latest one, and
+    only the `MAX_WARNINGS` most recent: repeated runs must not grow the table without end."""
+    bounds = _section_bounds(lines, "Warnings")
+    if bounds is None:
+        return lines
+    table = [i for i in range(bounds[0] + 1, bounds[1]) if lines[i].lstrip().startswith("|")]
+    if len(table) < 3:
+        return lines
+    dated = {n for n, col in enumerate(_cells(lines[table[0]])) if _column_key(col) == "updated"}
+    seen: set[tuple[str, ...]] = set()
+    keep: list[int] = []
+    for i in reversed(table[2:]):  # newest rows are at the bottom
+        key = tuple(c for n, c in enumerate(_cells(lines[i])) if n not in dated)
+        if key not in seen and len(keep) < MAX_WARNINGS:
+            seen.add(key)
+            keep.append(i)
+    drop = set(table[2:]) - set(keep)
+    return [line for i, line in enumerate(lines) if i not in drop]
 
 
 def read_state_md(path: Path) -> str:

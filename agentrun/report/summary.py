@@ -29,7 +29,8 @@ def render_summary(state: RunState, criteria: list[str], when: str) -> str:
         f"**Run:** `{state.run_id}`",
         f"**Mode:** {state.mode} ({len(state.waves)} wave(s), "
         f"{len({g.batch for g in groups if g.batch})} worker(s))",
-        f"**Result:** {state.status}",
+        f"**Result:** {state.status}"
+        + ("" if state.integration_command else " (not validated: no validation command)"),
         f"**Review:** {inline(review_words(state))}",
         f"**Commits:** {len(commits)}",
         f"**Tokens:** {format_tokens(usage.total)} (input {format_tokens(usage.input_tokens)}, "

@@ -6,12 +6,17 @@ runs in a temporary worktree at the merged commit, through the run's sandbox. Wh
 the wave's merges are re-checked in subsets on the wave's base — each one alone, then pairs —
 to name the group or combination that breaks it, and the run stops before the next wave with
 the target branch put back where the wave found it.
+
+Before the first wave the command runs once on the base commit: a base that fails already
+would fail every worker and every check, so the run stops before spending tokens — unless the
+user allows it, and then merged results pass when they add no new failures (`no_new_failures`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +24,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from agentrun import workspace
-from agentrun.errors import AgentrunError
+from agentrun.errors import EXIT_FAILED, AgentrunError
 from agentrun.plan import Batch
 from agentrun.protocol import SandboxSettings, Status, StopReason
 from agentrun.report.execution_state import IntegrationCheck, RunState
@@ -33,6 +38,18 @@ from agentrun.worktree_setup import LOG_NAME, SetupFailed
 T = TypeVar("T")
 SandboxFactory = Callable[[Path], Sandbox]  # the sandbox for commands in a worktree
 CANCEL_POLL_S = 0.2
+_FAILING_TEST = [re.compile(p, re.MULTILINE) for p in (
+    r"^(?:FAILED|ERROR) (\S+)",  # pytest's short summary (failures, errors, collection errors)
+    r"^\s*--- FAIL: (\S+)",  # go test
+    r"^test (\S+) \.\.\. FAILED",  # cargo test
+)]
+_EXIT_CODE = re.compile(r"^exit code: (-?\d+)", re.MULTILINE)
+
+
+class BaseFails(AgentrunError):
+    """The validation command fails on the commit a run starts from."""
+
+    exit_code = EXIT_FAILED
 
 
 def sandbox_factory(settings: SandboxSettings) -> SandboxFactory:
@@ -43,6 +60,35 @@ def sandbox_factory(settings: SandboxSettings) -> SandboxFactory:
                             home_allow=tuple(settings.home_allow))[0]
 
     return make
+
+
+def failing_tests(output: str) -> set[str] | None:
+    """The ids of the failing tests an output names (pytest, go test, cargo test), or None
+    when it names none in a form we know."""
+    found = {m.group(1) for p in _FAILING_TEST for m in p.finditer(output)}
+    return found or None
+
+
+def no_tests_yet(result: Validation) -> bool:
+    """pytest found no tests (exit 5): a project whose tests the spec is about to write, not
+    a failing one."""
+    code = _EXIT_CODE.search(result.output)
+    return code is not None and code.group(1) == "5" and "no tests ran" in result.output
+
+
+def no_new_failures(baseline: Validation, now: Validation) -> bool:
+    """Whether `now` fails no worse than the base did: its failing tests are among the base's
+    when both outputs name them, otherwise the same exit code. A command that could not run
+    at all, or timed out, is no pass."""
+    if now.ok:
+        return True
+    if now.condition is None or now.error and "timed out" in now.error:
+        return False
+    before, after = failing_tests(baseline.output), failing_tests(now.output)
+    if before is not None and after is not None:
+        return after <= before
+    codes = [_EXIT_CODE.search(v.output) for v in (baseline, now)]
+    return all(codes) and codes[0].group(1) == codes[1].group(1)  # type: ignore[union-attr]
 
 
 @dataclass
@@ -99,14 +145,24 @@ class IntegrationChecker:
         self.cancel = cancel
         self.policy = policy or CommandPolicy()  # the workers' own: the same environment
         self.prepare = prepare  # the worktree set-up (worktree, log): raises SetupFailed
+        self.baseline: Validation | None = None  # the base's failure, when the user allows it
         self._count = 0
+
+    def passes(self, result: Validation | None) -> bool:
+        """A pass, or with a failing base allowed: no new failures."""
+        if result is None:
+            return False
+        return result.ok or (self.baseline is not None
+                             and no_new_failures(self.baseline, result))
 
     def check(self, label: str, base: str, head: str, merges: list[Merge]) -> IntegrationCheck:
         """Check `head` (the wave merged onto `base`); on a failure, name the culprits."""
         whole = self.run_on(head, [])
         check = IntegrationCheck(wave=label, command=self.command, commit=head, base=base,
-                                 ok=whole is not None and whole.ok,
+                                 ok=self.passes(whole),
                                  output=tail(whole.output) if whole else "")
+        if check.ok and whole is not None and not whole.ok:
+            check.note = "no new failures: the run's base commit fails it already"
         if check.ok or whole is None or self.cancel.is_set():
             return check
         if whole.error and whole.condition is None:  # the command could not run at all
@@ -124,7 +180,7 @@ class IntegrationChecker:
         if self.cancel.is_set():
             return False
         result = self.run_on(base, subset)
-        return result is not None and not result.ok
+        return result is not None and not self.passes(result)
 
     def run_on(self, commit: str, merges: list[Merge]) -> Validation | None:
         """The command's outcome on `commit` with `merges` merged on top, in a temporary
@@ -201,6 +257,36 @@ class Integration:
         self.state = state
         self.record = record
         self.checker = checker
+
+    @property
+    def base_fails(self) -> bool:
+        """The base fails the command and the user let the run go on: workers cannot be judged
+        by it on their own, only merged results against the base's failures."""
+        return self.checker is not None and self.checker.baseline is not None
+
+    def check_base(self, base: str, allow_failing: bool) -> None:
+        """Run the command once on the run's base commit. A failure stops the run before any
+        worker starts (BaseFails, exit 1), or with `allow_failing` becomes the baseline that
+        merged results are judged against."""
+        if self.checker is None:
+            return
+        command = self.checker.command
+        self.record.emit({"type": "base_check_start", "command": command, "commit": base})
+        result = self.checker.run_on(base, [])
+        if self.checker.cancel.is_set() or result is None or result.ok \
+                or no_tests_yet(result):
+            return
+        what = (f"`{command}` fails on the base commit {base[:12]}, before any change: every "
+                "worker and every merge would fail it too")
+        if not allow_failing:
+            raise BaseFails(f"{what}\n{tail(result.error or result.output, 1_500)}",
+                            hint="fix the project's tests first, or pass --allow-failing-base "
+                                 "to run anyway and judge merged results by no new failures")
+        self.checker.baseline = result
+        warning = (f"`{command}` fails on the base commit {base[:12]} already; merged results "
+                   "are judged by no new failures (--allow-failing-base)")
+        self.state.warnings.append(warning)
+        self.record.emit({"type": "warning", "message": warning})
 
     def after_wave(self, label: str, base: str, landed: list[Batch]) -> bool:
         """Check the wave `landed` merged onto `base`; True when the run must stop.

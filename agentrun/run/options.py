@@ -25,6 +25,7 @@ class RunOptions:
     allow_dirty: bool = False
     resume: bool = False
     validation_command: str | None = None
+    allow_failing_base: bool = False  # judge merged results by "no new failures" (integration)
     validation_timeout_s: float = Limits.validation_timeout_s  # also the integration check's
     interactive: bool = False
     use_processes: bool = True

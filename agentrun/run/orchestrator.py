@@ -110,6 +110,7 @@ class Orchestrator:
     def run(self) -> RunState:
         with self.session():
             self.begin(self.initial_state())
+            self.integration.check_base(self.state.base_commit, self.options.allow_failing_base)
             self.record.emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
                               "mode": self.plan.mode, "waves": len(self.plan.waves),
                               "run_dir": str(self.run_dir),
@@ -276,6 +277,8 @@ class Orchestrator:
         if batch.id in self.fix_groups:  # a fix batch's group is not in the spec
             assignment.groups = [self.fix_groups[batch.id]]
         assignment.setup = self.setup
+        if self.integration.base_fails:  # every worker's own check would fail: merges judge
+            assignment.validation_command = None
         assignment.write(assignment_file(assignment))
         for gid in batch.ids:
             g = self.state.groups[gid]
