@@ -145,6 +145,7 @@ class Conversation:
                     stop_reason=turn.stop_reason, usage=turn.usage.to_dict(),
                     cumulative_tokens=cumulative)
         self.rt.emit({"type": "step", "step": self.steps, "tokens": cumulative,
+                      "usage": self.rt.tracker.usage.to_dict(),  # the display prices it
                       "tool": turn.tool_calls[0].name if turn.tool_calls else None,
                       **self.where})
         if turn.text.strip():

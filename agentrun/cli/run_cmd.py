@@ -119,6 +119,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     from agentrun.cli.common import load
     from agentrun.cli.live import progress_for
     from agentrun.cli.render import plan_summary
+    from agentrun.cli.run_estimate import run_estimate
     from agentrun.plan import build_plan
     from agentrun.run.options import RunOptions
     from agentrun.run.orchestrator import Orchestrator
@@ -145,7 +146,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
                                               config.sandbox)
     if sandbox_choice.fell_back:
         warnings.append(f"commands run unconfined: sandbox {sandbox_choice.describe()}")
-    cfg = _provider_config(project, plan, opts)
+    cfg, unconfigured = _provider_config(project, plan, opts)
     if cfg.script:  # a bad script is bad input now, not once per worker after worktrees exist
         from agentrun.providers.scripted import ScriptedProvider
 
@@ -160,9 +161,16 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
 
         reset_recording(opts["record"])
     summary_console = out.stderr if out.mode == "json" else out.stdout
-    plan_summary(spec, plan, summary_console)
-    summary_console.print(f"Model: {cfg.provider}/{cfg.model} ({cfg.source}) · token budget "
-                          f"{limits.token_budget:,}/worker · timeout {limits.timeout_s:g}s/worker")
+    max_parallel = opts["max_parallel"] or config.max_parallel
+    plan_summary(spec, plan, summary_console, max_parallel=max_parallel)
+    model_line = (f"not configured ({unconfigured.message}; a run needs one, the estimate "
+                  f"assumes {cfg.model})" if unconfigured
+                  else f"{cfg.provider}/{cfg.model} ({cfg.source})")
+    summary_console.print(f"Model: {model_line} · token budget {limits.token_budget:,}/worker"
+                          f" · timeout {limits.timeout_s:g}s/worker", markup=False)
+    estimate = run_estimate(project, spec, plan, cfg.model, limits.token_budget,
+                            config.price_overrides())
+    summary_console.print(estimate.describe(), markup=False)
     summary_console.print(f"Sandbox: {sandbox_choice.describe()}"
                           + (" · network allowed" if sandbox.network and sandbox_choice.confined
                              else ""), markup=False)
@@ -172,27 +180,28 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         if out.mode == "json":
             out.json({"ok": True, "dry_run": True, "plan": plan.to_dict(),
                       "provider": cfg.provider, "model": cfg.model,
-                      "sandbox": sandbox_choice.describe()})
+                      "sandbox": sandbox_choice.describe(), "estimate": estimate.to_dict()})
         return EXIT_OK
     tty = sys.stdin.isatty() and not os.environ.get("CI")
     if tty and not opts["yes"] and not typer.confirm("Proceed?", default=True, err=True):
         out.progress("not started")
         return EXIT_OK
     on_failure = opts["on_failure"] or config.on_failure
+    progress = progress_for(out, config.price_overrides())
     ask = None
     if tty and not opts["yes"] and opts["on_failure"] is None:
         def ask(failed: list[str]) -> bool:
-            return typer.confirm(f"Groups {', '.join(failed)} failed. Continue with the "
-                                 "remaining waves?", default=True, err=True)
+            with progress.paused():  # the live table would paint over the question
+                return typer.confirm(f"Groups {', '.join(failed)} failed. Continue with the "
+                                     "remaining waves?", default=True, err=True)
     options = RunOptions(
-        provider=settings, limits=limits,
-        max_parallel=opts["max_parallel"] or config.max_parallel,
+        provider=settings, limits=limits, max_parallel=max_parallel,
         on_failure=on_failure, allow_dirty=opts["allow_dirty"], resume=opts["resume"],
         validation_command=opts["validation_command"] or config.validation_command,
         interactive=opts["interactive"] and tty, use_processes=not opts["sequential"],
         pricing=config.price_overrides(), ask_continue=ask, warnings=warnings,
         sandbox=sandbox, sandbox_description=sandbox_choice.describe())
-    with progress_for(out) as progress, \
+    with progress, \
             event_stream(opts["events"], progress, out) as on_event:
         orchestrator = Orchestrator(project, spec, plan, options, on_event=on_event)
         try:
@@ -227,14 +236,25 @@ def worker_settings(config: ProjectConfig, cfg, opts: dict[str, Any]):
 
 
 def _provider_config(project, plan, opts):
+    """The run's provider settings, and why there are none: a dry run shows the plan and its
+    estimate without a model key (priced as the default model), a real run stops here."""
     from agentrun.agent.definitions import load_agent
-    from agentrun.providers.registry import resolve_provider_config
+    from agentrun.providers.catalog import ProviderConfig
+    from agentrun.providers.registry import DEFAULT_MODELS, NotConfigured, resolve_provider_config
 
     agent = load_agent("spec-executor" if plan.mode == "single" else "spec-executor-worker",
                        project.root)
-    return resolve_provider_config(flag_provider=opts["provider"], flag_model=opts["model"],
-                                   config=project.config, agent_model=agent.model,
-                                   script=opts["script"])
+    try:
+        return resolve_provider_config(flag_provider=opts["provider"], flag_model=opts["model"],
+                                       config=project.config, agent_model=agent.model,
+                                       script=opts["script"]), None
+    except NotConfigured as exc:
+        if not opts["dry_run"]:
+            raise
+        provider = next(iter(DEFAULT_MODELS))
+        return ProviderConfig(provider=provider, model=DEFAULT_MODELS[provider],
+                              base_url=None, max_retries=project.config.max_retries,
+                              timeout_s=project.config.timeout_s, source="none"), exc
 
 
 def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
