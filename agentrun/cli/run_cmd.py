@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
 from agentrun.cli.ci_report import EVENTS_HELP, JUNIT_HELP
-from agentrun.cli.common import JSON_OPT, SPEC_ARG, output
+from agentrun.cli.common import JSON_OPT, SPEC_ARG, Mode, output
 from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, AgentrunError, BadInput
 
 if TYPE_CHECKING:
@@ -31,10 +31,10 @@ def run(
     spec: str | None = SPEC_ARG,
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before starting."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Stop after the pre-execution summary."),
-    mode: str | None = typer.Option(None, "--mode", help="Override: single or orchestrated."),
+    mode: Mode | None = typer.Option(None, "--mode", help="Override the chosen mode."),
     max_parallel: int | None = typer.Option(None, "--max-parallel", min=1,
                                             help="Workers at once (default: the whole wave)."),
-    on_failure: str | None = typer.Option(
+    on_failure: Literal["continue", "abort"] | None = typer.Option(
         None, "--on-failure", help="After a wave with failures: continue or abort "
                                    "(default: ask in a terminal, continue otherwise)."),
     allow_dirty: bool = typer.Option(False, "--allow-dirty",
@@ -65,8 +65,8 @@ def run(
                                     help="Run workers in this process, one at a time."),
     interactive: bool = typer.Option(False, "--interactive",
                                      help="Let agents ask before risky steps (TTY only)."),
-    sandbox: str | None = typer.Option(None, "--sandbox", metavar="auto|on|off",
-                                       help=SANDBOX_HELP),
+    sandbox: Literal["auto", "on", "off"] | None = typer.Option(None, "--sandbox",
+                                                                help=SANDBOX_HELP),
     allow_network: bool = typer.Option(False, "--allow-network", help=NETWORK_HELP),
     junit: Path | None = typer.Option(None, "--junit", metavar="FILE", help=JUNIT_HELP),
     events: str | None = typer.Option(None, "--events", metavar="FILE|-", help=EVENTS_HELP),
