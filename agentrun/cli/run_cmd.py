@@ -146,7 +146,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
                                               config.sandbox)
     if sandbox_choice.fell_back:
         warnings.append(f"commands run unconfined: sandbox {sandbox_choice.describe()}")
-    cfg, unconfigured = _provider_config(project, plan, opts)
+    cfg, unconfigured = _run_provider_config(project, plan, opts)
     if cfg.script:  # a bad script is bad input now, not once per worker after worktrees exist
         from agentrun.providers.scripted import ScriptedProvider
 
@@ -236,18 +236,24 @@ def worker_settings(config: ProjectConfig, cfg, opts: dict[str, Any]):
 
 
 def _provider_config(project, plan, opts):
-    """The run's provider settings, and why there are none: a dry run shows the plan and its
-    estimate without a model key (priced as the default model), a real run stops here."""
     from agentrun.agent.definitions import load_agent
-    from agentrun.providers.catalog import ProviderConfig
-    from agentrun.providers.registry import DEFAULT_MODELS, NotConfigured, resolve_provider_config
+    from agentrun.providers.registry import resolve_provider_config
 
     agent = load_agent("spec-executor" if plan.mode == "single" else "spec-executor-worker",
                        project.root)
+    return resolve_provider_config(flag_provider=opts["provider"], flag_model=opts["model"],
+                                   config=project.config, agent_model=agent.model,
+                                   script=opts["script"])
+
+
+def _run_provider_config(project, plan, opts):
+    """The run's provider settings, and why there are none: a dry run shows the plan and its
+    estimate without a model key (priced as the default model), a real run stops here."""
+    from agentrun.providers.catalog import ProviderConfig
+    from agentrun.providers.registry import DEFAULT_MODELS, NotConfigured
+
     try:
-        return resolve_provider_config(flag_provider=opts["provider"], flag_model=opts["model"],
-                                       config=project.config, agent_model=agent.model,
-                                       script=opts["script"]), None
+        return _provider_config(project, plan, opts), None
     except NotConfigured as exc:
         if not opts["dry_run"]:
             raise
