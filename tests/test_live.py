@@ -54,3 +54,32 @@ def test_live_table_tracks_each_worker():
     assert progress.waves_done == 1
     screen = buffer.getvalue()
     assert "Wave 2/2" in screen and "$0.0123" in screen and "write_file" in screen
+
+
+def test_cost_accrues_from_progress_and_totals_cover_the_run():
+    out = Output("human")
+    buffer = io.StringIO()
+    out._stderr = Console(file=buffer, force_terminal=True, width=160)
+    usage = {"input_tokens": 1_000_000, "output_tokens": 0, "cache_read_tokens": 0,
+             "cache_write_tokens": 0}
+    with LiveProgress(out, {"my-model": {"input": 2.0, "output": 8.0}}) as progress:
+        progress({"type": "run_start", "run_id": "r", "spec": "S", "mode": "orchestrated",
+                  "waves": 1})
+        progress({"type": "wave_start", "wave": "1", "number": 1,
+                  "batches": ["G1", "G2", "G3"]})
+        progress({"type": "worker_start", "batch": "G1", "groups": ["G1"], "worktree": "/w"})
+        # under --max-parallel 1 the other two wait, listed as queued, costing nothing yet
+        assert [r.state for r in progress.rows.values()] == ["starting", "queued", "queued"]
+        progress({"type": "agent_start", "batch": "G1", "model": "my-model"})
+        progress({"type": "agent_step", "batch": "G1", "step": 1, "tokens": 1_000_000,
+                  "worker_usage": usage, "tool": "read_file"})
+        assert progress.rows["G1"].cost == 2.0  # priced while the worker still runs
+        tokens, cost, unknown, _elapsed = progress.totals()
+        assert (tokens, cost, unknown) == (1_000_000, 2.0, False)
+        progress({"type": "worker_start", "batch": "G2", "groups": ["G2"], "worktree": "/w"})
+        progress({"type": "agent_step", "batch": "G2", "step": 1, "tokens": 500,
+                  "worker_usage": {"input_tokens": 500}, "tool": "ls"})  # model not known: no price
+        assert progress.totals()[:3] == (1_000_500, 2.0, True)
+    screen = buffer.getvalue()
+    assert "queued" in screen and "1,000,500 tokens" in screen
+    assert "$2.0000+ (some prices unknown)" in screen

@@ -146,9 +146,9 @@ class Conversation:
                     stop_reason=turn.stop_reason, usage=turn.usage.to_dict(),
                     cumulative_tokens=cumulative)
         self.rt.emit({"type": "step", "step": self.steps, "tokens": cumulative,
-                      "usage": turn.usage.to_dict(),
-                      "tool": turn.tool_calls[0].name if turn.tool_calls else None,
-                      **self.where})
+                      "usage": turn.usage.to_dict(),  # the turn's: the run's spending sums it
+                      "worker_usage": self.rt.tracker.usage.to_dict(),  # the display prices it
+                      "tool": turn.tool_calls[0].name if turn.tool_calls else None, **self.where})
         if turn.text.strip():
             self.last_thought = turn.text.strip()
         return turn

@@ -77,11 +77,26 @@ def build_app() -> typer.Typer:
     def _root(
         version: bool = typer.Option(False, "--version", "-V", callback=show_version,
                                      is_eager=True, help="Show the version and exit."),
+        directory: str | None = typer.Option(None, "-C", metavar="DIR",
+                                             help="Run as if started in DIR (like git -C)."),
     ) -> None:
         """Spec-driven, orchestrated execution of coding work by LLM agents."""
+        if directory is not None:
+            change_directory(directory)
 
     commands.register(app)
     return app
+
+
+def change_directory(directory: str) -> None:
+    """`-C DIR`: every relative path (and the project found from it) starts at DIR."""
+    import typer
+
+    try:
+        os.chdir(directory)
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot change to {directory!r}: {exc.strerror}",
+                                 param_hint="'-C'") from None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -112,7 +127,9 @@ def _run(app: typer.Typer, args: list[str], out: Any) -> int:
         return exc.exit_code
     except TyperException as exc:
         show = getattr(exc, "show", None)
-        if show is not None:
+        if out.mode == "json":  # still one document: the error, without the usage text
+            _report(out, exc.format_message(), _usage_hint(exc), exc.exit_code, "UsageError")
+        elif show is not None:
             show()
         else:
             out.error(exc.format_message())
@@ -134,6 +151,11 @@ def _run(app: typer.Typer, args: list[str], out: Any) -> int:
                 "this is a bug in agentrun; rerun with AGENTRUN_DEBUG=1 for the traceback", 1,
                 "InternalError")
         return 1
+
+
+def _usage_hint(exc: Exception) -> str:
+    ctx = getattr(exc, "ctx", None)
+    return f"see `{ctx.command_path} --help`" if ctx is not None else "see `agentrun --help`"
 
 
 def _interrupted(out: Any, name: str) -> int:

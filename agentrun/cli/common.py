@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import typer
 
@@ -15,7 +16,8 @@ if TYPE_CHECKING:
 
 SPEC_ARG = typer.Argument(None, metavar="[SPEC]", show_default=False,
                           help="Spec file or id (default: the active spec in .specflow/STATE.md).")
-__all__ = ["JSON_OPT", "SPEC_ARG", "load", "output", "relpath"]
+__all__ = ["JSON_OPT", "SPEC_ARG", "Mode", "load", "output", "relpath"]
+Mode = Literal["single", "orchestrated"]  # `--mode`: help lists the values, typer checks them
 
 JSON_OPT = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 
@@ -35,5 +37,24 @@ def load(spec_arg: str | None, *, names_paths: bool = True) -> tuple[Project, Sp
     from agentrun.spec.ids import require_safe_id
 
     project, path = project_for_spec(spec_arg)
+    if spec_arg is not None and not path.exists():
+        suggest_spec(project.specs_dir, spec_arg)
     spec = load_spec(path)
     return project, require_safe_id(spec) if names_paths else spec
+
+
+def suggest_spec(specs_dir: Path, given: str) -> None:
+    """A misspelt spec id or path is bad input that names the spec meant, when one is close."""
+    import difflib
+
+    from agentrun.spec.parse import SpecError
+
+    names = sorted(p.stem for p in specs_dir.glob("*.md")) if specs_dir.is_dir() else []
+    stem = Path(given).name.removesuffix(".md")
+    close = difflib.get_close_matches(stem, names, n=1, cutoff=0.6) or \
+        difflib.get_close_matches(stem.upper(), [n.upper() for n in names], n=1, cutoff=0.6)
+    if not close:
+        return
+    meant = next(n for n in names if n.upper() == close[0].upper())
+    raise SpecError(f"spec not found: {given}",
+                    hint=f"did you mean {meant}? ({relpath(specs_dir / (meant + '.md'))})")

@@ -6,11 +6,22 @@ report or the `--json` document).
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.markup import escape
+
+from agentrun.agent.interaction import screen_held_by
 from agentrun.cli.output import Output
+from agentrun.errors import BadInput
+from agentrun.providers.base import Usage
+from agentrun.providers.pricing import cost_usd
+
+QUEUED = "queued"  # in a wave, waiting for a free slot under --max-parallel
 
 
 @dataclass
@@ -22,6 +33,7 @@ class Row:
     tool: str = ""
     tokens: int = 0
     cost: float | None = None
+    model: str = ""
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None
 
@@ -31,13 +43,19 @@ class Row:
 
 
 class Progress:
-    """Turns events into rows; subclasses decide how to show them."""
+    """Turns events into rows and running totals; subclasses decide how to show them.
 
-    def __init__(self, out: Output) -> None:
+    `pricing` is the config's price overrides: a worker's cost is priced from the usage its
+    progress events carry, so it grows while the worker runs, not only when it ends.
+    """
+
+    def __init__(self, out: Output, pricing: dict[str, Any] | None = None) -> None:
         self.out = out
+        self.pricing = pricing
         self.rows: dict[str, Row] = {}
         self.waves_total = 0
         self.waves_done = 0
+        self.started = time.monotonic()
 
     def __enter__(self) -> Progress:
         return self
@@ -45,36 +63,67 @@ class Progress:
     def __exit__(self, *exc: object) -> None:
         return None
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Hold the display still while a person answers a question (nothing to hold here)."""
+        yield
+
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event.get("type", "")
         batch = event.get("batch")
         if kind == "run_start":
             self.waves_total = event.get("waves", 0)
+            self.started = time.monotonic()
+        elif kind == "wave_start":  # under --max-parallel, some wait for a free slot
+            for name in event.get("batches", []):
+                self.rows.setdefault(name, Row(name, name.split("_"), state=QUEUED))
         elif kind == "wave_done":
             self.waves_done += 1
         elif kind == "worker_start" and batch:
             self.rows[batch] = Row(batch, list(event.get("groups", [])))
         elif batch in self.rows:
-            row = self.rows[batch]
-            if kind == "agent_step":
-                row.state = "working"
-                row.step = event.get("step", row.step)
-                row.tool = event.get("tool") or row.tool
-                row.tokens = event.get("tokens", row.tokens)
-            elif kind == "agent_attempt":
-                row.state = f"attempt {event.get('attempt', '?')}"
-            elif kind == "worker_result":
-                row.state = event.get("status", "done")
-                row.tokens = event.get("tokens", row.tokens)
-                row.cost = event.get("cost_usd")
-                row.ended = time.monotonic()
-            elif kind == "worker_timeout":
-                row.state = "timeout"
-            elif kind == "merge_conflict":
-                row.state = "conflict"
-            elif kind == "merged":
-                row.state = "merged"
+            self._update(self.rows[batch], kind, event)
         self.show(event)
+
+    def _update(self, row: Row, kind: str, event: dict[str, Any]) -> None:
+        if kind == "agent_start":
+            row.model = event.get("model") or row.model
+        elif kind == "agent_step":
+            row.state = "working"
+            row.step = event.get("step", row.step)
+            row.tool = event.get("tool") or row.tool
+            row.tokens = event.get("tokens", row.tokens)
+            row.cost = self._price(row.model, event.get("worker_usage"), row.cost)
+        elif kind == "agent_attempt":
+            row.state = f"attempt {event.get('attempt', '?')}"
+        elif kind == "worker_result":
+            row.state = event.get("status", "done")
+            row.tokens = event.get("tokens", row.tokens)
+            row.cost = event.get("cost_usd")
+            row.ended = time.monotonic()
+        elif kind == "worker_timeout":
+            row.state = "timeout"
+        elif kind == "merge_conflict":
+            row.state = "conflict"
+        elif kind == "merged":
+            row.state = "merged"
+
+    def _price(self, model: str, usage: Any, known: float | None) -> float | None:
+        if not model or not isinstance(usage, dict):
+            return known
+        try:
+            return cost_usd(model, Usage(**usage), self.pricing)
+        except (TypeError, ValueError, BadInput):  # a malformed event changes nothing
+            return known
+
+    def totals(self) -> tuple[int, float | None, bool, float]:
+        """Tokens, known cost (None: nothing priced yet), whether some cost is unknown
+        (a model without a price), and seconds since the run started."""
+        active = [r for r in self.rows.values() if r.state != QUEUED]
+        costs = [r.cost for r in active if r.cost is not None]
+        unknown = any(r.cost is None and r.tokens for r in active)
+        return (sum(r.tokens for r in active), sum(costs) if costs else None, unknown,
+                time.monotonic() - self.started)
 
     def show(self, event: dict[str, Any]) -> None:
         raise NotImplementedError
@@ -138,27 +187,63 @@ def describe(e: dict[str, Any]) -> str | None:
 
 
 class LiveProgress(Progress):
-    """A live table (one row per worker) and a wave progress bar, on stderr."""
+    """A live table (one row per worker) under a line with the wave's progress bar and the
+    run's totals, on stderr. Questions pause it: the table is erased while a person reads
+    and answers, then drawn again below the answer, so the screen never holds two."""
 
     def __enter__(self) -> LiveProgress:
-        from rich.live import Live
-
-        self._live = Live(self._render(), console=self.out.stderr, refresh_per_second=8,
-                          transient=False)
-        self._live.__enter__()
+        self._lock = threading.RLock()
+        self._held: list[str] = []  # lines that came while a question was on screen
+        self._live: Any = self._start()
+        self._screen = screen_held_by(self.paused)
+        self._screen.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._live.update(self._render())
-        self._live.__exit__(None, None, None)
+        self._screen.__exit__(None, None, None)
+        with self._lock:
+            if self._live is not None:
+                self._live.update(self._render())
+                self._live.__exit__(None, None, None)
+
+    def _start(self):
+        from rich.live import Live
+
+        live = Live(self._render(), console=self.out.stderr, refresh_per_second=8,
+                    transient=False, get_renderable=self._render)
+        live.__enter__()
+        return live
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        with self._lock:
+            live, self._live = self._live, None
+        if live is None:  # already paused (a question inside a question)
+            yield
+            return
+        live.transient = True  # stopping erases the table instead of leaving a copy behind
+        live.stop()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._live = self._start()
+                for line in self._held:
+                    self._live.console.print(line)
+                self._held.clear()
 
     def show(self, event: dict[str, Any]) -> None:
+        line = None
         if event.get("type") in ("merge_conflict", "interrupt", "fallback_sequential",
                                  "kept_worktree", "blocked"):
             line = describe(event)
+        with self._lock:
+            if self._live is None:
+                if line:
+                    self._held.append(f"[yellow]{escape(line)}[/yellow]")
+                return
             if line:
-                self._live.console.print(f"[yellow]{line}[/yellow]")
-        self._live.update(self._render())
+                self._live.console.print(f"[yellow]{escape(line)}[/yellow]")
 
     def _render(self):
         from rich.console import Group
@@ -172,27 +257,46 @@ class LiveProgress(Progress):
             table.add_column(col, justify="right" if col in ("Step", "Tokens", "Cost",
                                                              "Elapsed") else "left")
         styles = {"complete": "green", "merged": "green", "failed": "red", "timeout": "red",
-                  "conflict": "red", "partial": "yellow", "interrupted": "yellow"}
-        for row in self.rows.values():
-            cost = "—" if row.cost is None else f"${row.cost:.4f}"
+                  "conflict": "red", "partial": "yellow", "interrupted": "yellow",
+                  QUEUED: "dim"}
+        for row in list(self.rows.values()):
+            waiting = row.state == QUEUED
             table.add_row(row.batch, ",".join(row.groups),
-                          Text(row.state, style=styles.get(row.state, "cyan")), str(row.step),
-                          row.tool, f"{row.tokens:,}", cost, f"{row.elapsed:.1f}s")
+                          Text(row.state, style=styles.get(row.state, "cyan")),
+                          "" if waiting else str(row.step), row.tool,
+                          "" if waiting else f"{row.tokens:,}",
+                          "" if waiting else money(row.cost),
+                          "" if waiting else clock(row.elapsed))
         total = max(self.waves_total, 1)
         bar = ProgressBar(total=total, completed=self.waves_done, width=30)
         head = Text(f"Wave {min(self.waves_done + 1, total)}/{total}  ", style="bold")
-        return Group(_line(head, bar), table)
+        tokens, cost, unknown, elapsed = self.totals()
+        shown = money(cost) + ("+ (some prices unknown)" if unknown and cost is not None else "")
+        tail = Text(f"  {tokens:,} tokens · {shown} · {clock(elapsed)}")
+        return Group(_line(head, bar, tail), table)
 
 
-def _line(head, bar):
+def money(cost: float | None) -> str:
+    return "—" if cost is None else f"${cost:.4f}"
+
+
+def clock(seconds: float) -> str:
+    """"42.0s" under a minute, "3m 07s" after (a run's total is watched in minutes)."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m {secs:02d}s" if minutes < 60 else f"{minutes // 60}h {minutes % 60:02d}m"
+
+
+def _line(*cells):
     from rich.table import Table
 
     grid = Table.grid()
-    grid.add_row(head, bar)
+    grid.add_row(*cells)
     return grid
 
 
-def progress_for(out: Output) -> Progress:
+def progress_for(out: Output, pricing: dict[str, Any] | None = None) -> Progress:
     if out.mode == "human":
-        return LiveProgress(out)
-    return PlainProgress(out)
+        return LiveProgress(out, pricing)
+    return PlainProgress(out, pricing)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from agentrun.cli.common import JSON_OPT, SPEC_ARG, load, output
+from agentrun.cli.common import JSON_OPT, SPEC_ARG, Mode, load, output
 
 
 def plan(
     spec: str | None = SPEC_ARG,
-    mode: str | None = typer.Option(None, "--mode", help="Override: single or orchestrated."),
+    mode: Mode | None = typer.Option(None, "--mode", help="Override the chosen mode."),
     max_workers: int | None = typer.Option(
         None, "--max-workers", min=1,
         help="Pack each wave into at most this many workers (up to 3 groups each)."),

@@ -11,8 +11,10 @@ if TYPE_CHECKING:
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def plan_summary(spec: Spec, plan: Plan, console) -> None:
-    """The pre-execution summary: spec, mode and why, waves with batches, findings."""
+def plan_summary(spec: Spec, plan: Plan, console, max_parallel: int | None = None) -> None:
+    """The pre-execution summary: spec, mode and why, waves with batches, findings.
+
+    `max_parallel` caps the workers that run at once (the rest of a wave queues)."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -23,8 +25,9 @@ def plan_summary(spec: Spec, plan: Plan, console) -> None:
     console.print(f"Execution mode: [bold]{plan.mode}[/bold] — {escape(plan.mode_reason)}")
     groups = {g.id: g for g in spec.groups}
     if plan.mode == "orchestrated":
+        cap = f" (at most {max_parallel} at once)" if max_parallel else ""
         console.print(f"Task groups: {len(spec.groups)} · Waves: {len(plan.waves)} · "
-                      f"Workers: {plan.workers}")
+                      f"Workers: {plan.workers}{cap}")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("Wave")
     table.add_column("Workers", no_wrap=True)
@@ -34,13 +37,22 @@ def plan_summary(spec: Spec, plan: Plan, console) -> None:
         names = "\n".join(f"{gid} {_short(groups[gid].title)}".strip() if gid in groups
                           else gid for gid in wave.groups) or "(whole spec)"
         batches = " | ".join("+".join(b.groups) or "all" for b in wave.batches)
-        table.add_row(wave.label, escape(batches), str(len(wave.batches)), escape(names))
+        table.add_row(wave.label, escape(batches), str(_at_once(wave, max_parallel)),
+                      escape(names))
     console.print(table)
     if plan.mode == "orchestrated":
         widest = max(plan.waves, key=lambda w: len(w.batches))
-        console.print(f"Parallelization: wave {widest.label} runs {len(widest.batches)} "
-                      "workers simultaneously")
+        at_once = _at_once(widest, max_parallel)
+        queued = len(widest.batches) - at_once
+        console.print(f"Parallelization: wave {widest.label} runs {at_once} "
+                      "workers simultaneously"
+                      + (f", {queued} more queued (--max-parallel {max_parallel})"
+                         if queued else ""))
     findings(plan.findings, console)
+
+
+def _at_once(wave, max_parallel: int | None) -> int:
+    return min(len(wave.batches), max_parallel or len(wave.batches))
 
 
 def findings(items: list[Finding], console) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
 from agentrun.cli.ci_report import EVENTS_HELP, JUNIT_HELP
-from agentrun.cli.common import JSON_OPT, SPEC_ARG, output
+from agentrun.cli.common import JSON_OPT, SPEC_ARG, Mode, output
 from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, AgentrunError, BadInput
 
 if TYPE_CHECKING:
@@ -33,10 +33,10 @@ def run(
     spec: str | None = SPEC_ARG,
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before starting."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Stop after the pre-execution summary."),
-    mode: str | None = typer.Option(None, "--mode", help="Override: single or orchestrated."),
+    mode: Mode | None = typer.Option(None, "--mode", help="Override the chosen mode."),
     max_parallel: int | None = typer.Option(None, "--max-parallel", min=1,
                                             help="Workers at once (default: the whole wave)."),
-    on_failure: str | None = typer.Option(
+    on_failure: Literal["continue", "abort"] | None = typer.Option(
         None, "--on-failure", help="After a wave with failures: continue or abort "
                                    "(default: ask in a terminal, continue otherwise)."),
     allow_dirty: bool = typer.Option(False, "--allow-dirty",
@@ -73,8 +73,8 @@ def run(
                                     help="Run workers in this process, one at a time."),
     interactive: bool = typer.Option(False, "--interactive",
                                      help="Let agents ask before risky steps (TTY only)."),
-    sandbox: str | None = typer.Option(None, "--sandbox", metavar="auto|on|off",
-                                       help=SANDBOX_HELP),
+    sandbox: Literal["auto", "on", "off"] | None = typer.Option(None, "--sandbox",
+                                                                help=SANDBOX_HELP),
     allow_network: bool = typer.Option(False, "--allow-network", help=NETWORK_HELP),
     setup: str | None = typer.Option(
         None, "--setup", metavar="CMD",
@@ -183,6 +183,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     from agentrun.cli.common import load
     from agentrun.cli.live import progress_for
     from agentrun.cli.render import plan_summary
+    from agentrun.cli.run_estimate import run_estimate
     from agentrun.plan import build_plan
     from agentrun.run.options import RunOptions
     from agentrun.run.orchestrator import Orchestrator
@@ -211,7 +212,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
                                               config.sandbox)
     if sandbox_choice.fell_back:
         warnings.append(f"commands run unconfined: sandbox {sandbox_choice.describe()}")
-    cfg = _provider_config(project, plan, opts)
+    cfg, unconfigured = _run_provider_config(project, plan, opts)
     if cfg.script:  # a bad script is bad input now, not once per worker after worktrees exist
         from agentrun.providers.scripted import ScriptedProvider
 
@@ -227,9 +228,16 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
 
         reset_recording(opts["record"])
     summary_console = out.stderr if out.mode == "json" else out.stdout
-    plan_summary(spec, plan, summary_console)
-    summary_console.print(f"Model: {cfg.provider}/{cfg.model} ({cfg.source}) · token budget "
-                          f"{limits.token_budget:,}/worker · timeout {limits.timeout_s:g}s/worker")
+    max_parallel = opts["max_parallel"] or config.max_parallel
+    plan_summary(spec, plan, summary_console, max_parallel=max_parallel)
+    model_line = (f"not configured ({unconfigured.message}; a run needs one, the estimate "
+                  f"assumes {cfg.model})" if unconfigured
+                  else f"{cfg.provider}/{cfg.model} ({cfg.source})")
+    summary_console.print(f"Model: {model_line} · token budget {limits.token_budget:,}/worker"
+                          f" · timeout {limits.timeout_s:g}s/worker", markup=False)
+    estimate = run_estimate(project, spec, plan, cfg.model, limits.token_budget,
+                            config.price_overrides())
+    summary_console.print(estimate.describe(), markup=False)
     summary_console.print(f"Sandbox: {sandbox_choice.describe()}"
                           + (" · network allowed" if sandbox.network and sandbox_choice.confined
                              else ""), markup=False)
@@ -259,7 +267,8 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         if out.mode == "json":
             out.json({"ok": True, "dry_run": True, "plan": plan.to_dict(),
                       "provider": cfg.provider, "model": cfg.model,
-                      "sandbox": sandbox_choice.describe(), "review": review_plan(opts)})
+                      "sandbox": sandbox_choice.describe(), "review": review_plan(opts),
+                      "estimate": estimate.to_dict()})
         return EXIT_OK
     if tty and not opts["yes"] and not typer.confirm("Proceed?", default=True, err=True):
         out.progress("not started")
@@ -268,14 +277,15 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         opts["fix_cycles"] = max(0, typer.prompt(
             "Fix cycles after a review that requests changes", default=0, type=int, err=True))
     on_failure = opts["on_failure"] or config.on_failure
+    progress = progress_for(out, config.price_overrides())
     ask = None
     if tty and not opts["yes"] and opts["on_failure"] is None:
         def ask(failed: list[str]) -> bool:
-            return typer.confirm(f"Groups {', '.join(failed)} failed. Continue with the "
-                                 "remaining waves?", default=True, err=True)
+            with progress.paused():  # the live table would paint over the question
+                return typer.confirm(f"Groups {', '.join(failed)} failed. Continue with the "
+                                     "remaining waves?", default=True, err=True)
     options = RunOptions(
-        provider=settings, limits=limits,
-        max_parallel=opts["max_parallel"] or config.max_parallel,
+        provider=settings, limits=limits, max_parallel=max_parallel,
         on_failure=on_failure, allow_dirty=opts["allow_dirty"], resume=opts["resume"],
         validation_command=validation, allow_failing_base=opts["allow_failing_base"],
         interactive=opts["interactive"] and tty, use_processes=not opts["sequential"],
@@ -284,7 +294,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         review=None if opts["no_review"] else review_settings(project, opts, sandbox.mode),
         review_skipped="--no-review" if opts["no_review"] else None,
         setup=setup_settings, max_cost_usd=max_cost)
-    with progress_for(out) as progress, \
+    with progress, \
             event_stream(opts["events"], progress, out) as on_event:
         orchestrator = Orchestrator(project, spec, plan, options, on_event=on_event)
         try:
@@ -380,6 +390,23 @@ def _provider_config(project, plan, opts):
     return resolve_provider_config(flag_provider=opts["provider"], flag_model=opts["model"],
                                    config=project.config, agent_model=agent.model,
                                    script=opts["script"])
+
+
+def _run_provider_config(project, plan, opts):
+    """The run's provider settings, and why there are none: a dry run shows the plan and its
+    estimate without a model key (priced as the default model), a real run stops here."""
+    from agentrun.providers.catalog import ProviderConfig
+    from agentrun.providers.registry import DEFAULT_MODELS, NotConfigured
+
+    try:
+        return _provider_config(project, plan, opts), None
+    except NotConfigured as exc:
+        if not opts["dry_run"]:
+            raise
+        provider = next(iter(DEFAULT_MODELS))
+        return ProviderConfig(provider=provider, model=DEFAULT_MODELS[provider],
+                              base_url=None, max_retries=project.config.max_retries,
+                              timeout_s=project.config.timeout_s, source="none"), exc
 
 
 def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
