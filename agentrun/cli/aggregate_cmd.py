@@ -89,5 +89,6 @@ def aggregate(
             out.stdout.print(f"Wave {done.wave.label} aggregated; next: push this branch, run "
                              f"wave {done.next_wave.label}'s jobs on it, then aggregate their "
                              "results.", markup=False)
-    publish_reports(out, state, parsed, junit)
+    earlier = [g for w in plan.waves[:done.wave.number - 1] for g in w.groups]
+    publish_reports(out, state, parsed, junit, settled=earlier)
     raise typer.Exit(code)

@@ -4,9 +4,10 @@ job summary and annotations."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,9 +66,14 @@ def event_stream(target: str | None, forward: Callable[[Event], None], out=None
                 fh.close()
 
 
-def publish_reports(out, state: RunState, spec: Spec, junit: Path | None) -> None:
-    """JUnit XML when asked for, and the GitHub summary/annotations when running there."""
-    from agentrun.report.github import publish_run
+def publish_reports(out, state: RunState, spec: Spec, junit: Path | None,
+                    settled: Collection[str] = ()) -> None:
+    """JUnit XML when asked for, and the GitHub summary/annotations when running there.
+
+    Groups in `settled` get no annotation: an aggregate leaves the earlier waves' groups to the
+    aggregates that annotated them already, so a failure is reported once per workflow run.
+    """
+    from agentrun.report.github import publish, run_annotations, run_summary_markdown
 
     if junit is not None:
         from agentrun.report.junit import run_junit, write_junit
@@ -76,8 +82,10 @@ def publish_reports(out, state: RunState, spec: Spec, junit: Path | None) -> Non
             write_junit(Path(junit), run_junit(state))
         except OSError as exc:
             out.warn(f"could not write the JUnit report {junit}: {exc.strerror or exc}")
+    fresh = dataclasses.replace(state, groups={g: s for g, s in state.groups.items()
+                                               if g not in settled})
     try:
-        publish_run(state, title=spec.title,
-                    group_lines={g.id: g.line for g in spec.groups})
+        publish(run_summary_markdown(state, spec.title),
+                run_annotations(fresh, {g.id: g.line for g in spec.groups}))
     except OSError as exc:
         out.warn(f"could not write the GitHub step summary: {exc.strerror or exc}")

