@@ -4,7 +4,6 @@ job summary and annotations."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import sys
 from collections.abc import Callable, Collection, Iterator
@@ -82,8 +81,8 @@ def publish_reports(out, state: RunState, spec: Spec, junit: Path | None,
             write_junit(Path(junit), run_junit(state))
         except OSError as exc:
             out.warn(f"could not write the JUnit report {junit}: {exc.strerror or exc}")
-    fresh = dataclasses.replace(state, groups={g: s for g, s in state.groups.items()
-                                               if g not in settled})
+    fresh = state.model_copy(update={"groups": {g: s for g, s in state.groups.items()
+                                                if g not in settled}})
     try:
         publish(run_summary_markdown(state, spec.title),
                 run_annotations(fresh, {g.id: g.line for g in spec.groups}))
