@@ -125,6 +125,9 @@ def describe(e: dict[str, Any]) -> str | None:
     if kind == "wave_done":
         failed = e.get("failed") or []
         return f"wave {e['wave']} done" + (f"; failed: {', '.join(failed)}" if failed else "")
+    if kind == "committed":
+        return (f"{e['message'].splitlines()[0]} ({e['commit'][:7]}): "
+                f"{', '.join(e['paths'])}")
     if kind == "warning":
         return f"warning: {e['message']}"
     return None
@@ -147,7 +150,7 @@ class LiveProgress(Progress):
 
     def show(self, event: dict[str, Any]) -> None:
         if event.get("type") in ("merge_conflict", "interrupt", "fallback_sequential",
-                                 "kept_worktree", "blocked"):
+                                 "kept_worktree", "blocked", "committed"):
             line = describe(event)
             if line:
                 self._live.console.print(f"[yellow]{line}[/yellow]")

@@ -39,6 +39,7 @@ from agentrun.run.execute import execute
 from agentrun.run.integration import Integration, IntegrationChecker, sandbox_factory
 from agentrun.run.land import Lander, WaveLanding
 from agentrun.run.options import RunOptions
+from agentrun.run.own_files import commit_message, commit_own_changes
 from agentrun.run.record import EventSink, Recorder, new_run_id, now_text
 from agentrun.run.session import cancel_on_signals, preflight, run_lock
 from agentrun.run.verify import Verifier
@@ -105,12 +106,16 @@ class Orchestrator:
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
         """Preflight, the run lock, signal handlers and the events file around a run."""
-        preflight(self.root, self.spec, allow_dirty=self.options.allow_dirty)
+        own = preflight(self.root, self.spec, allow_dirty=self.options.allow_dirty)
         with run_lock(self.root, self.run_id), cancel_on_signals(
                 self.cancel, lambda name: self.record.emit({"type": "interrupt",
                                                             "signal": name})):
             self.record.open_events()
             try:
+                commit = commit_own_changes(self.root, self.spec, own)
+                if commit:
+                    self.record.emit({"type": "committed", "commit": commit, "paths": own,
+                                      "message": commit_message(self.spec, self.root, own)})
                 yield
             finally:
                 self.record.close_events()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from agentrun import workspace
-from agentrun.fsutil import atomic_write_json, atomic_write_text, relpath
+from agentrun.fsutil import atomic_write_json, atomic_write_text, read_text_exact, relpath
 from agentrun.project import Project
 from agentrun.report.execution_state import RunState, save_state
 from agentrun.report.state_md import StateUpdate, update_state_file
@@ -95,7 +95,7 @@ class Recorder:
     def write_summary(self, when: str, status: str | None = None) -> None:
         """Write the spec's `## Execution Summary` (and `status`), every other byte unchanged."""
         assert self.state is not None
-        text = self.spec.path.read_text(encoding="utf-8")
+        text = read_text_exact(self.spec.path)
         body = render_summary(self.state, [c.text for c in self.spec.acceptance_criteria], when)
         new = upsert_section(text, "Execution Summary", body)
         if status:
