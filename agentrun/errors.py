@@ -57,19 +57,36 @@ class CannotStart(AgentrunError):
 
 # a write failed for want of space: a full disk, a quota, a file-size limit
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+# how git (a separate process) words the same
+_NO_SPACE_TEXTS = ("No space left on device", "Out of diskspace", "Disk quota exceeded",
+                   "File too large")
 
 
 class NoSpace(CannotStart):
-    """A file could not be written for want of space (exit 3). The write was atomic, so the
-    file still holds its previous version, and a run can be resumed once space is free."""
+    """A file could not be written for want of space (exit 3). Writes are atomic, so a file
+    still holds its previous version, and a run can be resumed once space is free."""
 
-    def __init__(self, path: str, needed: int | None = None) -> None:
+    def __init__(self, path: str | None, needed: int | None = None, *,
+                 detail: str | None = None) -> None:
         size = f" ({_size(needed)} needed)" if needed else ""
-        super().__init__(f"no space left to write {path}{size}",
+        where = f" to write {path}{size}" if path else f": {detail}" if detail else ""
+        super().__init__(f"no space left on device{where}",
                          hint="free some space on that disk, then run again (a run continues "
                               "with `agentrun run SPEC --resume`)")
         self.path = path
         self.needed = needed
+
+
+def no_space(exc: BaseException) -> NoSpace | None:
+    """The NoSpace an error stands for, when it is a full disk: an OSError from a write not
+    made through fsutil (events, the run lock), or a git command that could not write."""
+    if isinstance(exc, NoSpace):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
+        return NoSpace(str(exc.filename) if exc.filename else None)
+    if isinstance(exc, AgentrunError) and any(t in exc.message for t in _NO_SPACE_TEXTS):
+        return NoSpace(None, detail=exc.message)
+    return None
 
 
 def _size(n: int) -> str:

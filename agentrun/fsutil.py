@@ -7,6 +7,7 @@ writes go to the link's target, so the link stays a link and the real file gets 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -89,6 +90,23 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def reserve(path: Path, size: int) -> None:
+    """Allocate `size` bytes at `path` (NoSpace when they are not there), to be deleted when
+    space is needed most: a full disk must still let a run record that it stopped."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        Path(path).unlink(missing_ok=True)
+        if exc.errno in NO_SPACE_ERRNOS:
+            raise NoSpace(relpath(path), size) from None
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # no fallocate here: no reserve
+            raise
 
 
 def relpath(path: Path | str, root: Path | None = None) -> str:

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -219,4 +220,8 @@ def process_main(assignment_path: str) -> None:
     assignment = Assignment.read(Path(assignment_path))
     progress = _Progress(assignment.progress_path)
     sandbox = worker_sandbox(assignment, progress)
-    _execute(assignment, cancel, None, progress, sandbox)
+    try:
+        _execute(assignment, cancel, None, progress, sandbox)
+    except AgentrunError as exc:  # e.g. its result did not fit on a full disk: one line
+        sys.stderr.write(f"worker {assignment.batch}: {exc.message}\n")
+        sys.exit(exc.exit_code)

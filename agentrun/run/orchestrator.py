@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 
 from agentrun import workspace
-from agentrun.errors import CannotStart
+from agentrun.errors import CannotStart, NoSpace, no_space
 from agentrun.fsutil import relpath
 from agentrun.plan import Batch, Plan, Wave
 from agentrun.project import Project
@@ -87,21 +87,32 @@ class Orchestrator:
     def run(self) -> RunState:
         with self.session():
             self.begin(self.initial_state())
-            self.record.emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
-                              "mode": self.plan.mode, "waves": len(self.plan.waves),
-                              "run_dir": str(self.run_dir),
-                              "sandbox": self.options.sandbox_description})
-            self.record.save(progress=scheduler.wave_progress(1, len(self.plan.waves)),
-                             status="running")
-            aborted = False
-            for wave in self.plan.waves:
-                if self.cancel.is_set():
-                    break
-                if aborted:
-                    self.skip_wave(wave, scheduler.abort_reason(self.state))
-                    continue
-                aborted = self.run_wave(wave)
-            return self.finish(interrupted=self.cancel.is_set())
+            try:
+                return self._run_waves()
+            except Exception as exc:
+                full = no_space(exc)
+                if full is None:
+                    raise
+                self._stop_for_space(full)
+                raise full from None
+
+    def _run_waves(self) -> RunState:
+        """The waves, from the run's start to its report."""
+        self.record.emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
+                          "mode": self.plan.mode, "waves": len(self.plan.waves),
+                          "run_dir": str(self.run_dir),
+                          "sandbox": self.options.sandbox_description})
+        self.record.save(progress=scheduler.wave_progress(1, len(self.plan.waves)),
+                         status="running")
+        aborted = False
+        for wave in self.plan.waves:
+            if self.cancel.is_set():
+                break
+            if aborted:
+                self.skip_wave(wave, scheduler.abort_reason(self.state))
+                continue
+            aborted = self.run_wave(wave)
+        return self.finish(interrupted=self.cancel.is_set())
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
@@ -221,6 +232,26 @@ class Orchestrator:
             if group.status == Status.PENDING:
                 group.status, group.error = Status.BLOCKED, reason
         self.record.save()
+
+    def _stop_for_space(self, error: NoSpace) -> None:
+        """The disk filled up: the checkpoint and STATE.md say the run stopped, if that still
+        fits; else the last checkpoint saved stands (whole: every write is atomic), and
+        `--resume` reconciles it with the merges in git, as after a kill."""
+        self.cancel.set()
+        self.record.release_reserve()
+        state = self.state
+        scheduler.settle(state, interrupted=True)
+        state.status, state.finished = RunStatus.INTERRUPTED, now_text()
+        state.warnings.append(f"stopped: {error.message}")
+        progress, position = scheduler.final_position(state, interrupted=True)
+        error.hint = (f"free some space on that disk, then `agentrun run {self.spec.id} "
+                      "--resume`" if self.state_file.exists() else
+                      "free some space on that disk, then run again")
+        with contextlib.suppress(NoSpace):
+            save_state(self.state_file, state)
+            self.record.update_state_md(
+                status=position, progress=progress, when=state.finished,
+                next_step=f"free disk space, then `agentrun run {self.spec.id} --resume`")
 
     def prepare(self, batch: Batch, base: str) -> Assignment:
         """A local worker's worktree, branch and assignment file; its groups now run."""

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agentrun import workspace
-from agentrun.errors import CannotStart
+from agentrun.errors import CannotStart, NoSpace, no_space
 from agentrun.fsutil import check_link_inside
 from agentrun.project import find_project
 from agentrun.report.state_md import read_state_md
@@ -82,7 +82,12 @@ def check_writable(folders: list[Path]) -> None:
 @contextlib.contextmanager
 def run_lock(root: Path, run_id: str) -> Iterator[None]:
     lock = workspace.RunLock(root, run_id)
-    lock.acquire()
+    try:
+        lock.acquire()
+    except OSError as exc:  # its record could not be written: the disk is full
+        if no_space(exc) is None:
+            raise
+        raise NoSpace(str(lock.path)) from None
     try:
         yield
     finally:
