@@ -69,9 +69,6 @@ CONFIG_YAML = """# agentrun settings. Flags win over environment variables, then
 # command_env: [NODE_ENV]      # variables commands see besides PATH, LANG, TERM, TZ, ...
 """
 
-GITIGNORE_ENTRY = ".specflow/runs/"
-
-
 def init(
     path: Path = typer.Argument(Path("."), help="Project directory (default: here)."),
     json_out: bool = JSON_OPT,
@@ -79,6 +76,7 @@ def init(
     """Create .specflow/ (PROJECT.md, STATE.md, specs/, config.yaml) and ignore run records."""
     from agentrun.errors import BadInput
     from agentrun.fsutil import atomic_write_text
+    from agentrun.run.own_files import GITIGNORE_ENTRY
 
     out = output(json_out)
     root = path.resolve()

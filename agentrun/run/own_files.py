@@ -17,7 +17,7 @@ from agentrun.fsutil import relpath
 from agentrun.project import Project
 from agentrun.spec.model import Spec
 
-GITIGNORE_ENTRY = ".specflow/runs/"
+GITIGNORE_ENTRY = ".specflow/runs/"  # the line `init` adds to .gitignore
 # never part of the commit: the run's own records
 _RECORDS = (".specflow/runs/", ".specflow/execution/")
 
