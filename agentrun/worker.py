@@ -25,7 +25,7 @@ from agentrun.agent.snapshots import Snapshot, checkout_snapshot
 from agentrun.agent.terminator import limits_for
 from agentrun.agent.transcript import Transcript
 from agentrun.attempts import run_attempts
-from agentrun.errors import AgentrunError
+from agentrun.errors import AgentrunError, no_space
 from agentrun.executors.base import AgentTask
 from agentrun.executors.builtin import BuiltinExecutor
 from agentrun.protocol import Assignment, Status, StopReason, UsageModel, WorkerResult
@@ -222,6 +222,9 @@ def process_main(assignment_path: str) -> None:
     sandbox = worker_sandbox(assignment, progress)
     try:
         _execute(assignment, cancel, None, progress, sandbox)
-    except AgentrunError as exc:  # e.g. its result did not fit on a full disk: one line
-        sys.stderr.write(f"worker {assignment.batch}: {exc.message}\n")
-        sys.exit(exc.exit_code)
+    except Exception as exc:  # e.g. its result did not fit on a full disk: one line
+        error = no_space(exc) or exc
+        if not isinstance(error, AgentrunError):
+            raise
+        sys.stderr.write(f"worker {assignment.batch}: {error.message}\n")
+        sys.exit(error.exit_code)
