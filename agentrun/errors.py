@@ -6,6 +6,8 @@ documented exit code. The CLI's single error boundary turns them into one friend
 
 from __future__ import annotations
 
+import errno
+
 EXIT_OK = 0
 EXIT_FAILED = 1  # the work ran but failed, was partial or blocked; audit found critical issues
 EXIT_BAD_INPUT = 2  # usage, invalid spec, cycle
@@ -51,6 +53,46 @@ class CannotStart(AgentrunError):
     """The environment is not ready: no model, not a git repo, dirty tree, lock held (exit 3)."""
 
     exit_code = EXIT_CANNOT_START
+
+
+# a write failed for want of space: a full disk, a quota, a file-size limit
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+# how git (a separate process) words the same
+_NO_SPACE_TEXTS = ("No space left on device", "Out of diskspace", "Disk quota exceeded",
+                   "File too large")
+
+
+class NoSpace(CannotStart):
+    """A file could not be written for want of space (exit 3). Writes are atomic, so a file
+    still holds its previous version, and a run can be resumed once space is free."""
+
+    def __init__(self, path: str | None, needed: int | None = None, *,
+                 detail: str | None = None) -> None:
+        size = f" ({_size(needed)} needed)" if needed else ""
+        where = f" to write {path}{size}" if path else f": {detail}" if detail else ""
+        super().__init__(f"no space left on device{where}",
+                         hint="free some space on that disk, then run again (a run continues "
+                              "with `agentrun run SPEC --resume`)")
+        self.path = path
+        self.needed = needed
+
+
+def no_space(exc: BaseException) -> NoSpace | None:
+    """The NoSpace an error stands for, when it is a full disk: an OSError from a write not
+    made through fsutil (events, the run lock), or a git command that could not write."""
+    if isinstance(exc, NoSpace):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
+        return NoSpace(str(exc.filename) if exc.filename else None)
+    if isinstance(exc, AgentrunError) and any(t in exc.message for t in _NO_SPACE_TEXTS):
+        return NoSpace(None, detail=exc.message)
+    return None
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    return f"{n / 1024:.1f} KB" if n < 1024 ** 2 else f"{n / 1024 ** 2:.1f} MB"
 
 
 class Interrupted(AgentrunError):

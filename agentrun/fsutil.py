@@ -1,18 +1,67 @@
 """File helpers: atomic writes (a state file is either the old version or the new one, never
-half) and paths shown relative to a project."""
+half), exact reads, and paths shown relative to a project.
+
+A user's file may be a symlink (a spec kept elsewhere in the repository, a shared STATE.md):
+writes go to the link's target, so the link stays a link and the real file gets the update.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from agentrun.errors import NO_SPACE_ERRNOS, BadInput, NoSpace
+
+
+def write_target(path: Path) -> Path:
+    """The file a write to `path` must replace: the end of its symlink chain, else `path`."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def check_link_inside(path: Path, root: Path) -> None:
+    """Refuse (exit 2) a symlink whose target lies outside `root`: agentrun rewrites the
+    target, and a file outside the repository is not its to change nor git's to record."""
+    path = Path(path)
+    if not path.is_symlink():
+        return
+    target = write_target(path)
+    try:
+        target.relative_to(Path(os.path.realpath(root)))
+    except ValueError:
+        link = os.path.normpath(os.path.join(relpath(path.parent, root), path.name))
+        raise BadInput(f"{link} is a symlink to {target}, outside the "
+                       "repository; agentrun would rewrite that file",
+                       hint="point the link inside the repository, or replace it with a copy "
+                            "of the file") from None
+
+
+def read_text_exact(path: Path) -> str:
+    """A UTF-8 file's text with no newline translation: CRLF and a BOM stay as they are."""
+    return Path(path).read_bytes().decode("utf-8")
+
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a temp file in the same directory and an atomic rename."""
-    path = Path(path)
+    """Write `data` to `path` (or a symlink's target) via a temp file beside it and an atomic
+    rename. A full disk is NoSpace (exit 3) naming the file; the old version stays intact."""
+    link = Path(path)
+    path = write_target(link)
+    repo = _repo_of(link.parent) if path != link else None
+    if repo is not None:
+        check_link_inside(link, repo)
+    try:
+        _replace(path, data)
+    except OSError as exc:
+        if exc.errno in NO_SPACE_ERRNOS:
+            raise NoSpace(relpath(link), len(data)) from None
+        raise
+
+
+def _replace(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -28,6 +77,12 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def _repo_of(folder: Path) -> Path | None:
+    """The git work tree holding `folder`, if any."""
+    folder = Path(os.path.realpath(folder))
+    return next((c for c in (folder, *folder.parents) if (c / ".git").exists()), None)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write text as UTF-8 without newline translation (bytes in the file are exactly `text`)."""
     atomic_write_bytes(path, text.encode("utf-8"))
@@ -35,6 +90,23 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def reserve(path: Path, size: int) -> None:
+    """Allocate `size` bytes at `path` (NoSpace when they are not there), to be deleted when
+    space is needed most: a full disk must still let a run record that it stopped."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        Path(path).unlink(missing_ok=True)
+        if exc.errno in NO_SPACE_ERRNOS:
+            raise NoSpace(relpath(path), size) from None
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # no fallocate here: no reserve
+            raise
 
 
 def relpath(path: Path | str, root: Path | None = None) -> str:

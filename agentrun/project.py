@@ -132,7 +132,9 @@ def project_for_spec(spec_arg: str | None, cwd: Path | None = None) -> tuple[Pro
         return project, project.active_spec()
     path = project.resolve_spec(spec_arg)
     if path.exists():  # the spec's own project wins (a spec path into another checkout)
-        owner = find_project(path.resolve().parent)
+        # a symlinked spec belongs where the link is, not where its target is
+        owner = find_project(path.absolute().parent if path.is_symlink()
+                             else path.resolve().parent)
         if owner.root != project.root:
             project = owner
     return project, path

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from agentrun.agent.snapshots import Snapshot, checkout_snapshot
 from agentrun.agent.terminator import limits_for
 from agentrun.agent.transcript import Transcript
 from agentrun.attempts import AgentOutcome, run_attempts
-from agentrun.errors import AgentrunError
+from agentrun.errors import AgentrunError, no_space
 from agentrun.executors import claude_code
 from agentrun.executors.base import AgentTask, Executor
 from agentrun.executors.builtin import BuiltinExecutor
@@ -250,4 +251,11 @@ def process_main(assignment_path: str) -> None:
     assignment = Assignment.read(Path(assignment_path))
     progress = _Progress(assignment.progress_path)
     sandbox = worker_sandbox(assignment, progress)
-    _execute(assignment, cancel, None, progress, sandbox)
+    try:
+        _execute(assignment, cancel, None, progress, sandbox)
+    except Exception as exc:  # e.g. its result did not fit on a full disk: one line
+        error = no_space(exc) or exc
+        if not isinstance(error, AgentrunError):
+            raise
+        sys.stderr.write(f"worker {assignment.batch}: {error.message}\n")
+        sys.exit(error.exit_code)

@@ -13,7 +13,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
-from agentrun.errors import EXIT_INTERRUPTED, AgentrunError
+from agentrun.errors import EXIT_INTERRUPTED, AgentrunError, no_space
 
 if TYPE_CHECKING:
     import typer
@@ -140,6 +140,7 @@ def _run(app: typer.Typer, args: list[str], out: Any) -> int:
     except AgentrunError as exc:
         if os.environ.get("AGENTRUN_DEBUG"):
             raise
+        exc = no_space(exc) or exc  # a git command that met a full disk
         _report(out, exc.message, exc.hint, exc.exit_code, type(exc).__name__)
         return exc.exit_code
     except KeyboardInterrupt:
@@ -147,6 +148,10 @@ def _run(app: typer.Typer, args: list[str], out: Any) -> int:
     except Exception as exc:  # the last line of defence: never a bare traceback
         if os.environ.get("AGENTRUN_DEBUG"):
             raise
+        known = no_space(exc)
+        if known is not None:
+            _report(out, known.message, known.hint, known.exit_code, type(known).__name__)
+            return known.exit_code
         _report(out, f"internal error: {type(exc).__name__}: {exc}",
                 "this is a bug in agentrun; rerun with AGENTRUN_DEBUG=1 for the traceback", 1,
                 "InternalError")

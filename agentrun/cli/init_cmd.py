@@ -71,7 +71,6 @@ CONFIG_YAML = """# agentrun settings. Flags win over environment variables, then
 # command_env: [NODE_ENV]      # variables commands see besides PATH, LANG, TERM, TZ, ...
 """
 
-GITIGNORE_ENTRY = ".specflow/runs/"
 NO_TEST_COMMAND = ("# validation_command: python -m pytest -q   # no test command found: set the "
                    "one that runs\n#   your tests; without it workers and merges are not "
                    "validated")
@@ -124,6 +123,7 @@ def init(
     """Create .specflow/ (PROJECT.md, STATE.md, specs/, config.yaml) and ignore run records."""
     from agentrun.errors import BadInput
     from agentrun.fsutil import atomic_write_text
+    from agentrun.run.own_files import GITIGNORE_ENTRY
 
     out = output(json_out)
     root = path.resolve()

@@ -174,6 +174,9 @@ def describe(e: dict[str, Any]) -> str | None:
     if kind == "wave_done":
         failed = e.get("failed") or []
         return f"wave {e['wave']} done" + (f"; failed: {', '.join(failed)}" if failed else "")
+    if kind == "committed":
+        return (f"{e['message'].splitlines()[0]} ({e['commit'][:7]}): "
+                f"{', '.join(e['paths'])}")
     if kind == "warning":
         return f"warning: {e['message']}"
     if kind in ("cost_warning", "cost_cap"):
@@ -235,7 +238,7 @@ class LiveProgress(Progress):
     def show(self, event: dict[str, Any]) -> None:
         line = None
         if event.get("type") in ("merge_conflict", "interrupt", "fallback_sequential",
-                                 "kept_worktree", "blocked"):
+                                 "kept_worktree", "blocked", "committed"):
             line = describe(event)
         with self._lock:
             if self._live is None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrun.errors import BadInput
-from agentrun.fsutil import atomic_write_text
+from agentrun.fsutil import atomic_write_text, read_text_exact
 from agentrun.report.escape import inline
 
 TEMPLATE = """# SpecFlow State
@@ -103,7 +103,7 @@ def read_state_md(path: Path) -> str:
     if not path.is_file():
         return ""
     try:
-        return path.read_text(encoding="utf-8")
+        return read_text_exact(path)
     except UnicodeDecodeError as exc:
         raise BadInput(f"{path} is not UTF-8 text (byte {exc.start} cannot be decoded)",
                        hint="save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`), or remove it "

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from agentrun.plan import Batch
-from agentrun.protocol import WorkerResult
+from agentrun.protocol import StopReason, WorkerResult
 from agentrun.run.backends import WorkerBackend, WorkerHandle
 from agentrun.run.verify import Delivery
 
@@ -40,24 +40,29 @@ def execute(batches: list[Batch], base: str, backend: WorkerBackend, *,
     running: dict[str, WorkerHandle] = {}
     results: Results = {}
     wanted = max_parallel or len(pending) or 1
-    while pending or running:
-        limit = 1 if backend.sequential else wanted
-        stopping = cancel.is_set() or (gate is not None and gate.closed())
-        if pending and len(running) < limit and not stopping:
-            batch = pending.pop(0)  # one at a time: poll the running ones before the next
-            running[batch.id] = backend.start(batch, base)
-        if gate is not None:
-            gate.tend(running)
-        if stopping and not running:
-            for batch in pending:
-                not_started(batch)
-            break
-        for batch_id, handle in list(running.items()):
-            if handle.poll():
-                results[batch_id] = verify(handle.result())
-                del running[batch_id]
-                on_result(results)
-        limit = 1 if backend.sequential else wanted
-        if running and (stopping or not (pending and len(running) < limit)):
-            time.sleep(POLL_S)
+    try:
+        while pending or running:
+            limit = 1 if backend.sequential else wanted
+            stopping = cancel.is_set() or (gate is not None and gate.closed())
+            if pending and len(running) < limit and not stopping:
+                batch = pending.pop(0)  # one at a time: poll the running ones before the next
+                running[batch.id] = backend.start(batch, base)
+            if gate is not None:
+                gate.tend(running)
+            if stopping and not running:
+                for batch in pending:
+                    not_started(batch)
+                break
+            for batch_id, handle in list(running.items()):
+                if handle.poll():
+                    results[batch_id] = verify(handle.result())
+                    del running[batch_id]
+                    on_result(results)
+            limit = 1 if backend.sequential else wanted
+            if running and (stopping or not (pending and len(running) < limit)):
+                time.sleep(POLL_S)
+    except Exception:  # e.g. a full disk while recording: no worker runs on unwatched
+        for handle in running.values():
+            handle.kill(StopReason.INTERRUPTED)
+        raise
     return results

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from agentrun import workspace
-from agentrun.errors import CannotStart
+from agentrun.errors import CannotStart, NoSpace, no_space
 from agentrun.fsutil import relpath
 from agentrun.plan import Batch, Plan, Wave
 from agentrun.project import Project
@@ -48,6 +48,7 @@ from agentrun.run.execute import execute
 from agentrun.run.integration import Integration, IntegrationChecker, sandbox_factory
 from agentrun.run.land import Lander, WaveLanding
 from agentrun.run.options import RunOptions
+from agentrun.run.own_files import commit_message, commit_own_changes
 from agentrun.run.record import EventSink, Recorder, control_dir, new_run_id, now_text
 from agentrun.run.review_step import ReviewStep, review_position
 from agentrun.run.session import cancel_on_signals, preflight, run_lock
@@ -110,32 +111,47 @@ class Orchestrator:
     def run(self) -> RunState:
         with self.session():
             self.begin(self.initial_state())
-            self.integration.check_base(self.state.base_commit, self.options.allow_failing_base)
-            self.record.emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
-                              "mode": self.plan.mode, "waves": len(self.plan.waves),
-                              "run_dir": str(self.run_dir),
-                              "sandbox": self.options.sandbox_description})
-            self.record.save(progress=scheduler.wave_progress(1, len(self.plan.waves)),
-                             status="running")
-            aborted = False
-            for wave in self.plan.waves:
-                if self.cancel.is_set():
-                    break
-                if aborted:
-                    self.skip_wave(wave, scheduler.abort_reason(self.state))
-                    continue
-                aborted = self.run_wave(wave)
-            return self.finish(interrupted=self.cancel.is_set())
+            try:
+                return self._run_waves()
+            except Exception as exc:
+                full = no_space(exc)
+                if full is None:
+                    raise
+                self._stop_for_space(full)
+                raise full from None
+
+    def _run_waves(self) -> RunState:
+        """The waves, from the base check to the run's report."""
+        self.integration.check_base(self.state.base_commit, self.options.allow_failing_base)
+        self.record.emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
+                          "mode": self.plan.mode, "waves": len(self.plan.waves),
+                          "run_dir": str(self.run_dir),
+                          "sandbox": self.options.sandbox_description})
+        self.record.save(progress=scheduler.wave_progress(1, len(self.plan.waves)),
+                         status="running")
+        aborted = False
+        for wave in self.plan.waves:
+            if self.cancel.is_set():
+                break
+            if aborted:
+                self.skip_wave(wave, scheduler.abort_reason(self.state))
+                continue
+            aborted = self.run_wave(wave)
+        return self.finish(interrupted=self.cancel.is_set())
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
         """Preflight, the run lock, signal handlers and the events file around a run."""
-        preflight(self.root, self.spec, allow_dirty=self.options.allow_dirty)
+        own = preflight(self.root, self.spec, allow_dirty=self.options.allow_dirty)
         with run_lock(self.root, self.run_id), cancel_on_signals(
                 self.cancel, lambda name: self.record.emit({"type": "interrupt",
                                                             "signal": name})):
             self.record.open_events()
             try:
+                commit = commit_own_changes(self.root, self.spec, own)
+                if commit:
+                    self.record.emit({"type": "committed", "commit": commit, "paths": own,
+                                      "message": commit_message(self.spec, self.root, own)})
                 yield
             finally:
                 self.record.close_events()
@@ -259,6 +275,26 @@ class Orchestrator:
             if group.status == Status.PENDING:
                 group.status, group.error = Status.BLOCKED, reason
         self.record.save()
+
+    def _stop_for_space(self, error: NoSpace) -> None:
+        """The disk filled up: the checkpoint and STATE.md say the run stopped, if that still
+        fits; else the last checkpoint saved stands (whole: every write is atomic), and
+        `--resume` reconciles it with the merges in git, as after a kill."""
+        self.cancel.set()
+        self.record.release_reserve()
+        state = self.state
+        scheduler.settle(state, interrupted=True)
+        state.status, state.finished = RunStatus.INTERRUPTED, now_text()
+        state.warnings.append(f"stopped: {error.message}")
+        progress, position = scheduler.final_position(state, interrupted=True)
+        error.hint = (f"free some space on that disk, then `agentrun run {self.spec.id} "
+                      "--resume`" if self.state_file.exists() else
+                      "free some space on that disk, then run again")
+        with contextlib.suppress(NoSpace):
+            save_state(self.state_file, state)
+            self.record.update_state_md(
+                status=position, progress=progress, when=state.finished,
+                next_step=f"free disk space, then `agentrun run {self.spec.id} --resume`")
 
     def prepare(self, batch: Batch, base: str) -> Assignment:
         """A local worker's worktree, branch and assignment file; its groups now run."""

@@ -7,6 +7,7 @@ commit) is decided in one place and the other parts only say what happened.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import time
@@ -16,7 +17,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from agentrun import workspace
-from agentrun.fsutil import atomic_write_json, atomic_write_text, relpath
+from agentrun.errors import NoSpace, no_space
+from agentrun.fsutil import (
+    atomic_write_json,
+    atomic_write_text,
+    read_text_exact,
+    relpath,
+    reserve,
+)
 from agentrun.project import Project
 from agentrun.report.execution_state import RunState, save_state
 from agentrun.report.state_md import StateUpdate, update_state_file
@@ -25,6 +33,9 @@ from agentrun.spec.model import Spec
 from agentrun.spec.writeback import set_frontmatter_value, upsert_section
 
 Event = dict[str, Any]
+# space set aside for the last words of a run that meets a full disk (checkpoint, STATE.md)
+RESERVE_NAME = "space-reserve"
+RESERVE_BYTES = 512 * 1024
 EventSink = Callable[[Event], None]
 
 
@@ -65,22 +76,36 @@ class Recorder:
 
     # -- events -----------------------------------------------------------------------------
     def open_events(self) -> None:
+        """Open the events file and set the space reserve aside (NoSpace when it won't fit)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        reserve(self.run_dir / RESERVE_NAME, RESERVE_BYTES)
         self._events = open(  # noqa: SIM115 - open for the whole run, closed by close_events
             self.run_dir / "events.ndjson", "a", encoding="utf-8")
 
     def close_events(self) -> None:
+        self.release_reserve()
         if self._events is not None:
-            self._events.close()
+            with contextlib.suppress(OSError):  # a full disk was reported where it was met
+                self._events.close()
             self._events = None
+
+    def release_reserve(self) -> None:
+        """Free the reserve: at the end, or first thing when the disk is full, so that the
+        checkpoint and STATE.md can still say the run stopped."""
+        (self.run_dir / RESERVE_NAME).unlink(missing_ok=True)
 
     def emit(self, event: Event, record: bool = True) -> None:
         """Pass an event on; `record=False` for the workers' own progress, which their
         progress files already hold."""
         event = {"t": round(time.time(), 3), **event}
         if record and self._events is not None:
-            self._events.write(json.dumps(event, default=str) + "\n")
-            self._events.flush()
+            try:
+                self._events.write(json.dumps(event, default=str) + "\n")
+                self._events.flush()
+            except OSError as exc:
+                if no_space(exc) is None:
+                    raise
+                raise NoSpace(relpath(self.run_dir / "events.ndjson")) from None
         self.on_event(event)
 
     # -- state ------------------------------------------------------------------------------
@@ -103,7 +128,7 @@ class Recorder:
     def write_summary(self, when: str, status: str | None = None) -> None:
         """Write the spec's `## Execution Summary` (and `status`), every other byte unchanged."""
         assert self.state is not None
-        text = self.spec.path.read_text(encoding="utf-8")
+        text = read_text_exact(self.spec.path)
         body = render_summary(self.state, [c.text for c in self.spec.acceptance_criteria], when)
         new = upsert_section(text, "Execution Summary", body)
         if status:

@@ -15,29 +15,35 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agentrun import workspace
-from agentrun.errors import CannotStart
-from agentrun.fsutil import relpath
+from agentrun.errors import CannotStart, NoSpace, no_space
+from agentrun.fsutil import check_link_inside
 from agentrun.project import find_project
 from agentrun.report.state_md import read_state_md
+from agentrun.run.own_files import own_changes
 from agentrun.spec.model import Spec
 
 # the run's own files: changes to them never make the tree dirty
 OWN_PATHS = (".specflow/runs/", ".specflow/execution/", ".specflow/STATE.md")
 
 
-def preflight(root: Path, spec: Spec, *, allow_dirty: bool) -> None:
-    """Refuse to start (exit 3) when the repository is not in a state we can work in."""
+def preflight(root: Path, spec: Spec, *, allow_dirty: bool) -> list[str]:
+    """Refuse to start (exit 3) when the repository is not in a state we can work in.
+
+    Returns the uncommitted files that are agentrun's own (own_files), to commit once the
+    run lock is held."""
     branch = workspace.current_branch(root)
     if branch is None:
         raise CannotStart("HEAD is detached; a run merges into a branch",
                           hint="check out the branch to merge into, e.g. `git switch main`")
     workspace.head_commit(root)  # CannotStart when there is no commit yet
     project = find_project(spec.path)
+    for path in (spec.path, project.state_md):
+        check_link_inside(path, root)  # BadInput: a target outside the repository
     read_state_md(project.state_md)  # BadInput before any work when it cannot be rewritten
     check_writable([project.specflow, project.execution_dir, project.runs_dir,
                     spec.path.resolve().parent])
-    spec_rel = relpath(spec.path, root)
-    dirty = [p for p in workspace.dirty_paths(root, ignore=OWN_PATHS) if p != spec_rel]
+    own = own_changes(root, project, spec)
+    dirty = [p for p in workspace.dirty_paths(root, ignore=OWN_PATHS) if p not in own]
     if dirty and not allow_dirty:
         shown = ", ".join(dirty[:5]) + (f" and {len(dirty) - 5} more" if len(dirty) > 5
                                         else "")
@@ -51,6 +57,7 @@ def preflight(root: Path, spec: Spec, *, allow_dirty: bool) -> None:
         raise CannotStart(f"uncommitted changes to files this spec touches: "
                           f"{', '.join(overlap)}",
                           hint="commit or stash them first; a merge could overwrite them")
+    return own
 
 
 def check_writable(folders: list[Path]) -> None:
@@ -75,7 +82,12 @@ def check_writable(folders: list[Path]) -> None:
 @contextlib.contextmanager
 def run_lock(root: Path, run_id: str) -> Iterator[None]:
     lock = workspace.RunLock(root, run_id)
-    lock.acquire()
+    try:
+        lock.acquire()
+    except OSError as exc:  # its record could not be written: the disk is full
+        if no_space(exc) is None:
+            raise
+        raise NoSpace(str(lock.path)) from None
     try:
         yield
     finally:

@@ -1,0 +1,67 @@
+"""Before a run: commit the files agentrun itself put in the tree, so the base commit the
+workers start from holds what they are told about.
+
+`init` scaffolds `.specflow/` and adds `.specflow/runs/` to `.gitignore`; a user then writes
+the spec. Without this, the first run either refused (the scaffolding was uncommitted) or
+folded the user's spec edit into the report commit after workers had run without it. Only
+these files are committed, in a commit of their own; any other change still stops the run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentrun import workspace
+from agentrun.config import CONFIG_FILE
+from agentrun.fsutil import relpath
+from agentrun.project import Project
+from agentrun.spec.model import Spec
+
+GITIGNORE_ENTRY = ".specflow/runs/"  # the line `init` adds to .gitignore
+# never part of the commit: the run's own records
+_RECORDS = (".specflow/runs/", ".specflow/execution/")
+
+
+def own_changes(root: Path, project: Project, spec: Spec) -> list[str]:
+    """Uncommitted paths that are agentrun's to commit: the spec about to run, STATE.md,
+    PROJECT.md and config.yaml, and `.gitignore` when agentrun's entry is its only change."""
+    scaffolding = {relpath(p, root) for p in (project.project_md, project.state_md,
+                                              project.root / CONFIG_FILE, spec.path)}
+    gitignore = relpath(project.root / ".gitignore", root)
+    ours = []
+    for path in workspace.dirty_paths(root, ignore=_RECORDS):
+        if path in scaffolding or (path == gitignore and _only_our_entry(root, path)):
+            ours.append(path)
+    return ours
+
+
+def _only_our_entry(root: Path, rel: str) -> bool:
+    before = workspace.git("show", f"HEAD:{rel}", cwd=root, check=False)
+    try:
+        now = (root / rel).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return _without_entry(now) == _without_entry(before)
+
+
+def _without_entry(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip() and line != GITIGNORE_ENTRY]
+
+
+def commit_message(spec: Spec, root: Path, paths: list[str]) -> str:
+    """'agentrun: commit SPEC-001 and scaffolding before run', then every path, one a line."""
+    spec_rel = relpath(spec.path, root)
+    what = [spec.id] if spec_rel in paths else []
+    if any(p != spec_rel for p in paths):
+        what.append("scaffolding")
+    return f"agentrun: commit {' and '.join(what)} before run\n\n" + "\n".join(paths) + "\n"
+
+
+def commit_own_changes(root: Path, spec: Spec, paths: list[str]) -> str | None:
+    """Commit exactly `paths` (nothing else that is staged); the new commit, or None."""
+    if not paths:
+        return None
+    workspace.git("add", "--", *paths, cwd=root)
+    workspace.git("commit", "-q", "--no-verify", "-m", commit_message(spec, root, paths),
+                  "--", *paths, cwd=root, env=workspace.ensure_identity(root) or None)
+    return workspace.head_commit(root)
