@@ -122,7 +122,7 @@ def run(root: Path, server: FakeModelServer, claude_dir: Path | None, *extra: st
 def test_claude_code_workers_run_an_orchestrated_spec(tmp_path, claude_bin):
     root = make_project(tmp_path / "project")
     with FakeModelServer(responder=CliModel()) as server:
-        proc = run(root, server, claude_bin)
+        proc = run(root, server, claude_bin, "--events", str(tmp_path / "events.ndjson"))
     assert proc.returncode == 0, proc.stderr
     result = proc.json
     assert result["status"] == "complete"
@@ -136,6 +136,11 @@ def test_claude_code_workers_run_an_orchestrated_spec(tmp_path, claude_bin):
         assert group["usage"]["input_tokens"] > 0
     assert result["cost_usd"] > 0
     assert run_git(root, "status", "--porcelain") == ""
+    # each reply's tokens reached the run as they came (the live display, the spending cap)
+    events = [json.loads(line) for line in (tmp_path / "events.ndjson").read_text().splitlines()]
+    steps = [e for e in events if e["type"] == "agent_step" and e.get("batch") == "G1"]
+    assert steps and sum(e["usage"]["input_tokens"] for e in steps) == \
+        result["groups"]["G1"]["usage"]["input_tokens"]
     # the CLI called its model through the worker's key proxy: the server got the real key,
     # and no request body (tool results included) and no file the run wrote holds it
     tooled = [r for r in server.requests if (r.body or {}).get("tools")]

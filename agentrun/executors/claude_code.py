@@ -91,6 +91,8 @@ class _Stream:
     observation: str = ""
     final: dict[str, Any] | None = None
     noise: list[str] = field(default_factory=list)
+    replies: set[Any] = field(default_factory=set)  # message ids whose usage is counted
+    spent: Usage = field(default_factory=Usage)  # as the replies came (the display, the cap)
 
     def feed(self, chunk: bytes) -> None:
         self.pending += chunk
@@ -130,10 +132,14 @@ class _Stream:
                 self.last_action = f"{name} {target}" if target else name
                 self.wrote = self.wrote or name in WRITE_TOOLS
         self.steps += 1
-        usage = message.get("usage") or {}
+        # the CLI repeats a reply's usage on each of its content blocks: count it once
+        turn = _usage(message.get("usage")) if message.get("id") not in self.replies \
+            else Usage()
+        self.replies.add(message.get("id"))
+        self.spent = self.spent + turn
         self.emit({"type": "step", "step": self.steps, "tool": tools[0] if tools else None,
-                   "tokens": int(usage.get("input_tokens") or 0)
-                   + int(usage.get("output_tokens") or 0), "group": self.group})
+                   "tokens": self.spent.total, "usage": turn.to_dict(),
+                   "worker_usage": self.spent.to_dict(), "group": self.group})
 
     def _tool_results(self, message: dict[str, Any]) -> None:
         for block in message.get("content") or []:
@@ -230,10 +236,8 @@ class ClaudeCodeExecutor:
         return stream, stop
 
     def _usage(self, stream: _Stream) -> Usage:
-        usage = (stream.final or {}).get("usage") or {}
-        return Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
-                     int(usage.get("cache_read_input_tokens") or 0),
-                     int(usage.get("cache_creation_input_tokens") or 0))
+        """What the attempt spent: the CLI's own total from its final event."""
+        return _usage((stream.final or {}).get("usage"))
 
 
 class _CancelWatcher:
@@ -258,6 +262,18 @@ class _CancelWatcher:
     def __exit__(self, *exc: object) -> None:
         self._done.set()
         self._thread.join()
+
+
+def _usage(raw: Any) -> Usage:
+    """Anthropic's usage fields as a `Usage`."""
+    raw = raw if isinstance(raw, dict) else {}
+
+    def count(name: str) -> int:
+        value = raw.get(name)
+        return value if isinstance(value, int) else 0
+
+    return Usage(count("input_tokens"), count("output_tokens"),
+                 count("cache_read_input_tokens"), count("cache_creation_input_tokens"))
 
 
 def _guarded(feed: Callable[[bytes], None]) -> Callable[[bytes], None]:
