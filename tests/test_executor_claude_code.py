@@ -216,3 +216,24 @@ def test_claude_code_needs_the_anthropic_provider(tmp_path):
                     cwd=root)
     assert proc.returncode == 2
     assert "--provider anthropic" in proc.json["error"]["hint"]
+
+
+def test_an_agent_definition_may_name_the_executor(tmp_path):
+    """`executor:` in the workers' agent definition chooses claude-code; a flag still wins."""
+    root = make_project(tmp_path / "project")
+    packaged = (Path(__file__).parents[1] / "agents/spec-executor-worker.md").read_text()
+    override = root / ".specflow/agents/spec-executor-worker.md"
+    override.parent.mkdir(parents=True)
+    override.write_text(packaged.replace("---\n", "---\nexecutor: claude-code\n", 1))
+    run_git(root, "add", "-A")
+    run_git(root, "commit", "-qm", "workers run on claude-code")
+    with FakeModelServer(responder=CliModel()) as server:
+        chosen = run(root, server, None)
+        flag = run(root, server, None, "--executor", "builtin", "--dry-run")
+        override.write_text(packaged.replace("---\n", "---\nexecutor: codez\n", 1))
+        wrong = run(root, server, None, "--executor", "builtin", "--dry-run")
+    assert chosen.returncode == 3, chosen.stderr  # the definition asked for the missing CLI
+    assert "npm install -g @anthropic-ai/claude-code" in chosen.json["error"]["hint"]
+    assert flag.returncode == 0, flag.stderr
+    assert wrong.returncode == 2, wrong.stderr
+    assert "unknown executor 'codez'" in wrong.json["error"]["message"]

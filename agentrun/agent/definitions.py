@@ -16,7 +16,8 @@ from agentrun.resources import find_resource, list_resources
 from agentrun.tools.names import resolve_tool_names
 from agentrun.yamlload import safe_load
 
-_KEYS = {"name", "description", "tools", "model", "max_steps"}
+_KEYS = {"name", "description", "tools", "model", "max_steps", "executor"}
+EXECUTORS = ("builtin", "claude-code")  # who can run a worker's attempts
 
 
 @dataclass
@@ -28,6 +29,7 @@ class AgentDefinition:
     max_steps: int | None
     system_prompt: str
     path: Path
+    executor: str | None = None  # who runs it in a worker: builtin or claude-code (flags win)
 
 
 def available_agents(project_root: Path | None = None) -> list[str]:
@@ -74,7 +76,15 @@ def parse_agent(path: Path, expected_name: str | None = None) -> AgentDefinition
         max_steps=_max_steps(meta.get("max_steps"), path),
         system_prompt=body.strip() + "\n",
         path=path,
+        executor=_executor(meta.get("executor"), path),
     )
+
+
+def _executor(value: Any, path: Path) -> str | None:
+    if value is None or value in EXECUTORS:
+        return value
+    raise BadInput(f"agent definition {path}: unknown executor {value!r}",
+                   f"use one of {', '.join(EXECUTORS)}")
 
 
 def _split_frontmatter(text: str, path: Path) -> tuple[dict[str, Any], str]:

@@ -222,7 +222,8 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
 
         pool.warm_up(cfg.provider)
     settings, limits = worker_settings(config, cfg, opts)
-    executor = _executor(opts["executor"] or config.executor, cfg.provider, opts["dry_run"])
+    executor = _executor(opts["executor"] or config.executor or _agent(project, plan).executor
+                         or "builtin", cfg.provider, opts["dry_run"])
     if opts["record"]:
         from agentrun.providers.recording import reset_recording
 
@@ -381,14 +382,19 @@ def worker_settings(config: ProjectConfig, cfg, opts: dict[str, Any]):
     return settings, limits
 
 
-def _provider_config(project, plan, opts):
+def _agent(project, plan):
+    """The agent definition the run's workers use."""
     from agentrun.agent.definitions import load_agent
+
+    return load_agent("spec-executor" if plan.mode == "single" else "spec-executor-worker",
+                      project.root)
+
+
+def _provider_config(project, plan, opts):
     from agentrun.providers.registry import resolve_provider_config
 
-    agent = load_agent("spec-executor" if plan.mode == "single" else "spec-executor-worker",
-                       project.root)
     return resolve_provider_config(flag_provider=opts["provider"], flag_model=opts["model"],
-                                   config=project.config, agent_model=agent.model,
+                                   config=project.config, agent_model=_agent(project, plan).model,
                                    script=opts["script"])
 
 
