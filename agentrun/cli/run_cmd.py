@@ -236,8 +236,9 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
                   else f"{cfg.provider}/{cfg.model} ({cfg.source})")
     summary_console.print(f"Model: {model_line} · token budget {limits.token_budget:,}/worker"
                           f" · timeout {limits.timeout_s:g}s/worker", markup=False)
+    asking = sys.stdin.isatty() and not os.environ.get("CI") and not opts["yes"]
     estimate = run_estimate(project, spec, plan, cfg.model, limits.token_budget,
-                            config.price_overrides())
+                            config.price_overrides(), measure=opts["dry_run"] or asking)
     summary_console.print(estimate.describe(), markup=False)
     summary_console.print(f"Sandbox: {sandbox_choice.describe()}"
                           + (" · network allowed" if sandbox.network and sandbox_choice.confined

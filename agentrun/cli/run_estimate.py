@@ -23,12 +23,17 @@ if TYPE_CHECKING:
 class RunEstimate:
     model: str
     workers: int
-    context_tokens: int  # all workers' first requests together, measured
+    context_tokens: int | None  # all workers' first requests together (None: not measured)
     budget_tokens: int  # every worker spending its whole token budget
     first_cost: float | None  # None: no price for the model
     budget_cost: float | None
 
     def describe(self) -> str:
+        if self.context_tokens is None:  # nobody is asked: the ceiling only
+            ceiling = "" if self.budget_cost is None else f" (≈ ${self.budget_cost:.2f} at " \
+                "input prices)"
+            return (f"Estimate: {self.workers} worker(s) · at most {self.budget_tokens:,} tokens "
+                    f"under the token budget{ceiling}")
         head = (f"Estimate: {self.workers} worker(s) · measured context "
                 f"{self.context_tokens:,} tokens")
         if self.first_cost is None:
@@ -45,13 +50,22 @@ class RunEstimate:
 
 
 def run_estimate(project: Project, spec: Spec, plan: Plan, model: str, token_budget: int,
-                 pricing: dict[str, Any] | None) -> RunEstimate:
-    """The measured context of every worker the plan starts, and what it costs on `model`."""
+                 pricing: dict[str, Any] | None, *, measure: bool = True) -> RunEstimate:
+    """The measured context of every worker the plan starts, and what it costs on `model`.
+    Measuring loads the model's tokenizer (about a second and a half): only when someone is
+    about to decide (`Proceed?`, `--dry-run`), not in unattended runs."""
+    batches = [b for wave in plan.waves for b in wave.batches]
+    budget = token_budget * len(batches)
+    price = price_for(model, pricing)
+    per_token = None if price is None else price.input / 1_000_000
+    if not measure:
+        return RunEstimate(model=model, workers=len(batches), context_tokens=None,
+                           budget_tokens=budget, first_cost=None,
+                           budget_cost=None if per_token is None else budget * per_token)
     project_md = project.project_text()
     measured = estimate_context(spec, spec.groups, root=project.root, project_md=project_md,
                                 model=model, thresholds=Thresholds(), source="spec",
                                 single_context=plan.mode == "single")
-    batches = [b for wave in plan.waves for b in wave.batches]
     if plan.mode == "single" or not spec.groups:
         context = measured.total.tokens * len(batches)
     else:
@@ -61,9 +75,6 @@ def run_estimate(project: Project, spec: Spec, plan: Plan, model: str, token_bud
         units = {u.id: u.tokens for u in measured.groups}
         context = sum(sum(units.get(g, 0) for g in b.ids) - shared * (len(b.ids) - 1)
                       for b in batches)
-    budget = token_budget * len(batches)
-    price = price_for(model, pricing)
-    per_token = None if price is None else price.input / 1_000_000
     return RunEstimate(model=model, workers=len(batches), context_tokens=context,
                        budget_tokens=budget,
                        first_cost=None if per_token is None else context * per_token,
