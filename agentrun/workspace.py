@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,9 +229,19 @@ def _checkout_of(root: Path, branch: str) -> Path | None:
 
 def remove_worktree(root: Path, wt: Worktree, *, delete_branch: bool = True) -> None:
     """Delete the worktree directory (even with uncommitted changes) and, by default, its
-    branch. Runs under the worktree lock."""
+    branch.
+
+    Only git's bookkeeping runs under the worktree lock: a linked worktree's directory is
+    renamed aside there (milliseconds) and its files are deleted after the lock is released,
+    so that removals of several worktrees overlap (deleting thousands of files waits on the
+    disk, not on the CPU)."""
+    aside: Path | None = None
     with worktree_lock(root):
-        if wt.path.exists():
+        if (wt.path / ".git").is_file():  # a linked worktree (the main one has a directory)
+            aside = wt.path.with_name(f".{wt.path.name}.removing-{os.getpid()}")
+            os.rename(wt.path, aside)
+            git("worktree", "prune", cwd=root)  # forget it: its directory is gone
+        elif wt.path.exists():
             git("worktree", "remove", "--force", str(wt.path), cwd=root)
         else:
             git("worktree", "prune", cwd=root)  # forget the directory someone deleted
@@ -238,6 +250,23 @@ def remove_worktree(root: Path, wt: Worktree, *, delete_branch: bool = True) -> 
             if proc.returncode != 0 and branch_exists(root, wt.branch):
                 raise GitError(["branch", "-D", wt.branch], proc.returncode, proc.stderr,
                                Path(root))
+    if aside is not None:
+        try:
+            _delete_tree(aside)
+        except OSError as exc:
+            raise GitError(["worktree", "remove", "--force", str(wt.path)], 1, str(exc),
+                           Path(root)) from None
+
+
+def _delete_tree(path: Path) -> None:
+    def writable_then_retry(func, name: str, _exc) -> None:  # a directory made read-only
+        os.chmod(os.path.dirname(name), 0o700)
+        func(name)
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=writable_then_retry)
+    else:
+        shutil.rmtree(path, onerror=writable_then_retry)
 
 
 # --- commits ---------------------------------------------------------------------------------

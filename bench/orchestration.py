@@ -279,7 +279,9 @@ def run_cli(project: Path, label: str, args: list[str], env_extra: dict[str, str
     events = [json.loads(line) for line in
               (run_dir / "events.ndjson").read_text().splitlines() if line.strip()]
     progress = {}
-    for wdir in sorted((run_dir / "workers").iterdir()):
+    # the orchestrator keeps workers' progress in the git dir, out of every worker's reach
+    control = project / ".git" / "agentrun" / "runs" / run_dir.name / "workers"
+    for wdir in sorted(control.iterdir() if control.is_dir() else []):
         path = wdir / "progress.ndjson"
         progress[wdir.name] = ([json.loads(x) for x in path.read_text().splitlines() if x]
                                if path.exists() else [])
@@ -613,7 +615,8 @@ def main() -> None:
         print(f"reference: worktree created without files {refs['wt_add']:.3f} s, its checkout "
               f"{refs['wt_checkout']:.3f} s, removal {refs['wt_remove']:.3f} s (this repository)")
 
-        scripted = ["--provider", "scripted", "--script", ".specflow/script.yaml"]
+        # the benchmark measures the workers' wave: the end-of-run review is not part of it
+        scripted = ["--provider", "scripted", "--script", ".specflow/script.yaml", "--no-review"]
         cp = args.calls * args.latency
         kinds: list[tuple[str, list[str], float, bool]] = [
             (f"orchestrated, {args.workers} workers, scripted", scripted, cp, False)]
@@ -622,7 +625,8 @@ def main() -> None:
                           args.workers * cp, False))
         if not args.no_sdk:
             kinds.append((f"orchestrated, {args.workers} workers, anthropic",
-                          ["--provider", "anthropic", "--model", "claude-sonnet-4-6"], cp, True))
+                          ["--provider", "anthropic", "--model", "claude-sonnet-4-6",
+                           "--no-review"], cp, True))
         groups: list[list[Run]] = []
         for label, cli_args, critical, sdk in kinds:
             runs = []

@@ -14,6 +14,7 @@ before `WaveLanding.clean_up` removes what that check may still need.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from agentrun import workspace
@@ -64,29 +65,41 @@ class Lander:
         self.record.save()
         return merged.ok
 
-    def clean_up(self, batch: Batch) -> None:
-        """Remove a merged batch's worktree and branch; keep any other (and say where), so
+    def clean_up(self, batches: list[Batch]) -> None:
+        """Remove merged batches' worktrees and branches; keep any other (and say where), so
         a human or `--resume` finds the work (a wave that failed its integration check
-        failed its merged groups: their branches are kept too)."""
-        groups = [self.state.groups[g] for g in batch.ids]
-        if not groups or not groups[0].worktree:
+        failed its merged groups: their branches are kept too). The removals run side by
+        side: each waits on the disk, not the CPU."""
+        removals: list[tuple[Batch, workspace.Worktree]] = []
+        for batch in batches:
+            groups = [self.state.groups[g] for g in batch.ids]
+            if not groups or not groups[0].worktree:
+                continue
+            if not all(g.status == Status.COMPLETE and (g.merge_commit or not g.commits)
+                       for g in groups):
+                self.record.emit({"type": "kept_worktree", "batch": batch.id,
+                                  "worktree": groups[0].worktree, "branch": groups[0].branch})
+                continue
+            removals.append((batch, workspace.Worktree(
+                Path(groups[0].worktree), groups[0].branch or "", self.state.base_commit)))
+        if not removals:
             return
-        landed = all(g.status == Status.COMPLETE and (g.merge_commit or not g.commits)
-                     for g in groups)
-        if not landed:
-            self.record.emit({"type": "kept_worktree", "batch": batch.id,
-                              "worktree": groups[0].worktree, "branch": groups[0].branch})
-            return
-        wt = workspace.Worktree(Path(groups[0].worktree), groups[0].branch or "",
-                                self.state.base_commit)
+        with ThreadPoolExecutor(max_workers=min(len(removals), 4)) as pool:
+            errors = list(pool.map(self._remove, [wt for _, wt in removals]))
+        for (batch, wt), error in zip(removals, errors, strict=True):
+            if error is not None:
+                self.record.emit({"type": "warning", "message": f"could not remove worktree "
+                                  f"{wt.path}: {error}"})
+                continue
+            for gid in batch.ids:
+                self.state.groups[gid].worktree = None
+
+    def _remove(self, wt: workspace.Worktree) -> workspace.GitError | None:
         try:
             workspace.remove_worktree(self.root, wt, delete_branch=True)
         except workspace.GitError as exc:
-            self.record.emit({"type": "warning", "message": f"could not remove worktree "
-                              f"{wt.path}: {exc}"})
-            return
-        for g in groups:
-            g.worktree = None
+            return exc
+        return None
 
 
 class WaveLanding:
@@ -115,8 +128,7 @@ class WaveLanding:
     def clean_up(self) -> None:
         """After the wave (and its integration check): remove the worktrees whose work
         landed and stayed."""
-        for batch in self.done:
-            self.lander.clean_up(batch)
+        self.lander.clean_up(self.done)
 
     def _land(self, batch: Batch, results: dict[str, WorkerResult]) -> None:
         self.done.append(batch)
