@@ -6,7 +6,8 @@ worker's progress stream; the orchestrator prices it as it arrives, so the sum m
 workers run, not only when they end. A finished worker's own cost replaces its live sum. At
 80% of the cap the run says so once; at 100% no new worker starts, running workers are asked to
 wrap up at their next model turn and stopped after a short grace, and the run ends with
-`stop_reason: cost_cap`. What is spent beyond the cap is the calls in flight at that moment.
+`stop_reason: cost_cap`. What is spent beyond the cap is the calls in flight at that moment
+and each running worker's wrap-up turn.
 The reviewer runs in-process and cannot be wound down mid-way: it is charged when it ends, and
 the run checks the cap before starting it (or a fix cycle), which bounds its overshoot to one
 review.
@@ -151,7 +152,8 @@ class Spending:
         spent = self.spent
         over = max(0.0, spent - (self.cap or 0.0))
         return (f"the run reached its spending cap: spent ${spent:.4f} of ${self.cap:g} "
-                f"(over by ${over:.4f}, the model calls in flight when it was reached)")
+                f"(over by ${over:.4f}: the model calls in flight when it was reached, and "
+                "the running workers' wrap-up turns)")
 
 
 def spent_so_far(old: RunState) -> float:
