@@ -54,8 +54,9 @@ def test_a_cap_reached_by_the_workers_skips_the_review_and_the_run_is_not_approv
     assert doc["review"]["reviewed"] is False
     assert "spending cap" in doc["review"]["skipped"]
     line = next(w for w in doc["warnings"] if w.startswith("the review was not run"))
-    assert "spent $0.2350 of $0.1" in line and "--resume --max-cost" in line
+    assert "spent $0.2350 of $0.1" in line and "`agentrun review SPEC-1`" in line
     assert "the review was not run" in proc.stderr
+    assert "`agentrun review SPEC-1`" in (root / ".specflow/STATE.md").read_text()
     assert doc["spent_usd"] == WORKER_USD
 
 

@@ -380,8 +380,9 @@ class Orchestrator:
         progress, position = scheduler.final_position(state, interrupted)
         next_step = ("review the changes, then `agentrun status`" if position == "review"
                      else f"inspect, then `agentrun run {self.spec.id} --resume`")
-        if state.reviews:
-            progress, position, next_step = review_position(state)
+        reviewed = review_position(state)
+        if reviewed:
+            progress, position, next_step = reviewed
         save_state(self.state_file, state)
         self.record.update_state_md(
             status=position, progress=progress, warnings=scheduler.final_warnings(state),

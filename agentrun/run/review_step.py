@@ -51,6 +51,8 @@ from agentrun.run.verify import Delivery, Verifier
 from agentrun.spec import load_spec
 from agentrun.spec.model import Spec
 
+CAP_REACHED = "the run reached its spending cap"  # why a review was not run
+
 
 @dataclass
 class ReviewSettings:
@@ -107,13 +109,14 @@ class ReviewStep:
         """Review (unless `review_first` is off: the last review's findings are open), then
         fix and review until approval or `fixes` fix cycles; True when approved."""
         approved = self.review() if review_first else False
-        done = 0
+        spec, done = self.state.spec_id, 0
         while not approved and done < fixes and not self.host.cancel.is_set():
-            if self._capped("the fix cycle"):
+            if self._capped("the fix cycle", f"continue with `agentrun fix {spec}`"):
                 break
             done += 1
             if not self.fix():
-                self._capped("the review of the fix")  # the fix was wound down at the cap
+                # the fix was wound down at the cap
+                self._capped("the review of the fix", f"review it with `agentrun review {spec}`")
                 break
             approved = self.review()
         self._conclude(approved)
@@ -122,7 +125,7 @@ class ReviewStep:
     # -- one review -------------------------------------------------------------------------
     def review(self) -> bool:
         host, s = self.host, self.settings
-        if self._capped("the review"):
+        if self._capped("the review", f"review it with `agentrun review {host.spec.id}`"):
             return False
         host.record.save()  # the reviewer reads the run from its execution state
         host.record.emit({"type": "review_start", "spec": host.spec.id})
@@ -147,7 +150,7 @@ class ReviewStep:
             cost_usd=cost))
         return result.result == ReviewResult.APPROVED
 
-    def _capped(self, step: str) -> bool:
+    def _capped(self, step: str, then: str) -> bool:
         """Whether the spending cap is reached: then `step` is not run, and the run ends
         unapproved with `stop_reason: cost_cap`."""
         spending, state = self.host.spending, self.state
@@ -155,10 +158,8 @@ class ReviewStep:
             return False
         state.stop_reason = StopReason.COST_CAP
         if not state.reviews:
-            state.review_skipped = "the run reached its spending cap"
-        state.warnings.append(
-            f"{step} was not run: {spending.summary()}; continue with "
-            f"`agentrun run {state.spec_id} --resume --max-cost <higher>`")
+            state.review_skipped = CAP_REACHED
+        state.warnings.append(f"{step} was not run: {spending.summary()}; {then}")
         self.host.record.emit({"type": "review_skipped", "step": step,
                                "reason": StopReason.COST_CAP,
                                "spent_usd": round(spending.spent, 6), "cap_usd": spending.cap})
@@ -243,8 +244,14 @@ def review_warning(state: RunState) -> str:
             f"({last.findings} finding(s)); fix them with `agentrun fix {state.spec_id}`")
 
 
-def review_position(state: RunState) -> tuple[str, str, str]:
-    """STATE.md's progress, Current Position status and next step after a reviewed run."""
+def review_position(state: RunState) -> tuple[str, str, str] | None:
+    """STATE.md's progress, Current Position status and next step after a reviewed run, or
+    one whose review the spending cap skipped; None for a run without either."""
+    if not state.reviews:
+        if state.review_skipped != CAP_REACHED:
+            return None
+        return "Complete, not reviewed (spending cap reached)", "review", \
+            f"`agentrun review {state.spec_id}`"
     last = state.reviews[-1]
     if state.status == RunStatus.COMPLETE:
         return f"Complete, approved (Review v{last.version})", "done", "archive the spec"
