@@ -186,6 +186,9 @@ def describe(e: dict[str, Any]) -> str | None:
                    else ""))
     if kind == "wrap_up":
         return f"worker {b}: asked to wrap up (spending cap)"
+    if kind == "review_skipped":
+        return (f"{e['step']} was not run: the ${e['cap_usd']:g} spending cap is reached "
+                f"(${e['spent_usd']:.4f} spent)")
     return None
 
 

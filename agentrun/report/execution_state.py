@@ -110,6 +110,8 @@ class RunState(BaseModel):
     integration: list[IntegrationCheck] = Field(default_factory=list)
     reviews: list[ReviewRecord] = Field(default_factory=list)
     review_skipped: str | None = None  # why the run was not reviewed (`--no-review`, ...)
+    # what this run and every run it resumes spent, as the spending cap counts it
+    spent_usd: float | None = None
 
     @property
     def usage(self) -> Usage:

@@ -52,7 +52,7 @@ from agentrun.run.own_files import commit_message, commit_own_changes
 from agentrun.run.record import EventSink, Recorder, control_dir, new_run_id, now_text
 from agentrun.run.review_step import ReviewStep, review_position
 from agentrun.run.session import cancel_on_signals, preflight, run_lock
-from agentrun.run.spending import Spending
+from agentrun.run.spending import Spending, spent_so_far
 from agentrun.run.verify import Delivery, Verifier
 from agentrun.spec.model import Spec
 from agentrun.tools.base import CommandPolicy
@@ -162,6 +162,7 @@ class Orchestrator:
         self.verifier = Verifier(self.root, state, self.record, self.cancel)
         self.lander = Lander(self.root, self.spec.id, state, self.record, self.cancel)
         self.integration = Integration(self.root, state, self.record, self._checker())
+        self.spending.on_total = lambda total: setattr(state, "spent_usd", round(total, 6))
 
     def _checker(self) -> IntegrationChecker | None:
         command = self.options.validation_command
@@ -205,8 +206,9 @@ class Orchestrator:
             self.adopter = take_over(self.root, self.spec, state, old, self.record.emit,
                                      state.warnings.append)
             self.backend = AdoptingBackend(self.backend, self.adopter)
-            # the cap covers what the resumed runs spent too
-            self.spending.settled = sum(g.cost_usd or 0.0 for g in old.groups.values())
+            # the cap covers what every run of the resumed chain spent too
+            self.spending.carry(spent_so_far(old))
+        state.spent_usd = round(self.spending.spent, 6)
         return state
 
     def _landed(self, group: GroupState) -> bool:
@@ -244,7 +246,7 @@ class Orchestrator:
         results = execute(
             triage.todo, base, self.backend,
             max_parallel=self.options.max_parallel, cancel=self.cancel,
-            verify=self._verify, not_started=self._not_started, gate=self.spending,
+            verify=self.verify_delivery, not_started=self._not_started, gate=self.spending,
             on_result=landing.land_ready if self.land_while_running else lambda _: None)
         broken = self.integration.after_wave(wave.label, base, landing.finish(results))
         landing.clean_up()
@@ -324,7 +326,7 @@ class Orchestrator:
                           "worktree": assignment.worktree, "branch": assignment.branch})
         return assignment
 
-    def _verify(self, d: Delivery) -> WorkerResult:
+    def verify_delivery(self, d: Delivery) -> WorkerResult:
         """Check a worker's result against git; the cap counts what it cost."""
         if d.batch in self.spending.wrapped:
             committed = bool(workspace.resolve_ref(self.root, d.ref)
@@ -378,8 +380,9 @@ class Orchestrator:
         progress, position = scheduler.final_position(state, interrupted)
         next_step = ("review the changes, then `agentrun status`" if position == "review"
                      else f"inspect, then `agentrun run {self.spec.id} --resume`")
-        if state.reviews:
-            progress, position, next_step = review_position(state)
+        reviewed = review_position(state)
+        if reviewed:
+            progress, position, next_step = reviewed
         save_state(self.state_file, state)
         self.record.update_state_md(
             status=position, progress=progress, warnings=scheduler.final_warnings(state),

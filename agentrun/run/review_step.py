@@ -7,6 +7,10 @@ one fix batch for a fresh worker — run, verified, merged and integration-check
 own machinery like any wave — its `### Fix Response vN` is appended, and the reviewer looks
 again. The run is `complete` only when the last review approved; otherwise it is `partial`
 with `stop_reason: review`. A reviewer that submits nothing approves nothing.
+
+The run's spending cap covers both: the fix worker is a batch like any other (its turns count
+live, and it is wound down at the cap), the reviewer's cost is charged when it ends, and
+neither starts once the cap is reached (`stop_reason: cost_cap`, not approved).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from agentrun.audit.runner import ModelAccess
 from agentrun.errors import AgentrunError, Interrupted
 from agentrun.plan import Batch, Plan
 from agentrun.project import Project
-from agentrun.protocol import GroupAssignment, RunStatus, Status, StopReason
+from agentrun.protocol import GroupAssignment, RunStatus, Status, StopReason, WorkerResult
 from agentrun.providers.pricing import cost_usd
 from agentrun.report.execution_state import GroupState, ReviewRecord, RunState, WaveState
 from agentrun.report.summary import review_words
@@ -42,9 +46,12 @@ from agentrun.run.execute import execute
 from agentrun.run.integration import Integration
 from agentrun.run.land import Lander, WaveLanding
 from agentrun.run.record import Recorder, now_text
-from agentrun.run.verify import Verifier
+from agentrun.run.spending import Spending
+from agentrun.run.verify import Delivery, Verifier
 from agentrun.spec import load_spec
 from agentrun.spec.model import Spec
+
+CAP_REACHED = "the run reached its spending cap"  # why a review was not run
 
 
 @dataclass
@@ -74,9 +81,12 @@ class Host(Protocol):
     integration: Integration
     fix_groups: dict[str, GroupAssignment]
     root: Path
+    spending: Spending
 
     @property
     def state(self) -> RunState: ...
+
+    def verify_delivery(self, d: Delivery) -> WorkerResult: ...
 
 
 class ReviewStep:
@@ -99,10 +109,14 @@ class ReviewStep:
         """Review (unless `review_first` is off: the last review's findings are open), then
         fix and review until approval or `fixes` fix cycles; True when approved."""
         approved = self.review() if review_first else False
-        done = 0
+        spec, done = self.state.spec_id, 0
         while not approved and done < fixes and not self.host.cancel.is_set():
+            if self._capped("the fix cycle", f"continue with `agentrun fix {spec}`"):
+                break
             done += 1
             if not self.fix():
+                # the fix was wound down at the cap
+                self._capped("the review of the fix", f"review it with `agentrun review {spec}`")
                 break
             approved = self.review()
         self._conclude(approved)
@@ -111,6 +125,8 @@ class ReviewStep:
     # -- one review -------------------------------------------------------------------------
     def review(self) -> bool:
         host, s = self.host, self.settings
+        if self._capped("the review", f"review it with `agentrun review {host.spec.id}`"):
+            return False
         host.record.save()  # the reviewer reads the run from its execution state
         host.record.emit({"type": "review_start", "spec": host.spec.id})
         options = ReviewOptions(limits=s.limits, sandbox=s.sandbox, now=s.now,
@@ -127,11 +143,27 @@ class ReviewStep:
             self._add(ReviewRecord(result=str(ReviewResult.CHANGES_REQUESTED), error=error))
             return False
         cost = cost_usd(s.access.model, result.usage, s.pricing or None)
+        host.spending.charge(cost)
         self._add(ReviewRecord(
             result=str(result.result), version=result.version, error=result.error,
             findings=len(result.review.findings) if result.review else 0, usage=result.usage,
             cost_usd=cost))
         return result.result == ReviewResult.APPROVED
+
+    def _capped(self, step: str, then: str) -> bool:
+        """Whether the spending cap is reached: then `step` is not run, and the run ends
+        unapproved with `stop_reason: cost_cap`."""
+        spending, state = self.host.spending, self.state
+        if not spending.reached:
+            return False
+        state.stop_reason = StopReason.COST_CAP
+        if not state.reviews:
+            state.review_skipped = CAP_REACHED
+        state.warnings.append(f"{step} was not run: {spending.summary()}; {then}")
+        self.host.record.emit({"type": "review_skipped", "step": step,
+                               "reason": StopReason.COST_CAP,
+                               "spent_usd": round(spending.spent, 6), "cap_usd": spending.cap})
+        return True
 
     def _add(self, record: ReviewRecord) -> None:
         self.state.reviews.append(record)
@@ -160,8 +192,8 @@ class ReviewStep:
         base = workspace.head_commit(host.root)
         landing = WaveLanding(host.lander, [batch])
         results = execute([batch], base, host.backend, max_parallel=1, cancel=host.cancel,
-                          verify=host.verifier.check, not_started=self._not_started,
-                          on_result=landing.land_ready)
+                          verify=host.verify_delivery, not_started=self._not_started,
+                          gate=host.spending, on_result=landing.land_ready)
         broken = host.integration.after_wave(label, base, landing.finish(results))
         landing.clean_up()
         state.waves[-1].status = "failed" if broken else "done"
@@ -212,8 +244,14 @@ def review_warning(state: RunState) -> str:
             f"({last.findings} finding(s)); fix them with `agentrun fix {state.spec_id}`")
 
 
-def review_position(state: RunState) -> tuple[str, str, str]:
-    """STATE.md's progress, Current Position status and next step after a reviewed run."""
+def review_position(state: RunState) -> tuple[str, str, str] | None:
+    """STATE.md's progress, Current Position status and next step after a reviewed run, or
+    one whose review the spending cap skipped; None for a run without either."""
+    if not state.reviews:
+        if state.review_skipped != CAP_REACHED:
+            return None
+        return "Complete, not reviewed (spending cap reached)", "review", \
+            f"`agentrun review {state.spec_id}`"
     last = state.reviews[-1]
     if state.status == RunStatus.COMPLETE:
         return f"Complete, approved (Review v{last.version})", "done", "archive the spec"

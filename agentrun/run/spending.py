@@ -6,18 +6,23 @@ worker's progress stream; the orchestrator prices it as it arrives, so the sum m
 workers run, not only when they end. A finished worker's own cost replaces its live sum. At
 80% of the cap the run says so once; at 100% no new worker starts, running workers are asked to
 wrap up at their next model turn and stopped after a short grace, and the run ends with
-`stop_reason: cost_cap`. What is spent beyond the cap is the calls in flight at that moment.
+`stop_reason: cost_cap`. What is spent beyond the cap is the calls in flight at that moment
+and each running worker's wrap-up turn.
+The reviewer runs in-process and cannot be wound down mid-way: it is charged when it ends, and
+the run checks the cap before starting it (or a fix cycle), which bounds its overshoot to one
+review.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentrun.protocol import Status, StopReason, WorkerResult
 from agentrun.providers.base import Usage
 from agentrun.providers.pricing import cost_usd
+from agentrun.report.execution_state import RunState
 from agentrun.run.backends import WorkerHandle
 from agentrun.run.record import EventSink
 
@@ -39,24 +44,24 @@ def turn_usage(event: Mapping[str, Any]) -> Usage | None:
 
 
 class Spending:
-    """The run's spend against `cap` (USD; None: no cap), `spent_before` by the runs it
-    resumes. It is the execute loop's gate: `closed` once the cap is reached, and `tend`
+    """The run's spend against `cap` (USD; None: no cap), with what the runs it resumes
+    spent (`carry`). It is the execute loop's gate: `closed` once the cap is reached, and `tend`
     winds down the workers still running."""
 
     def __init__(self, cap: float | None, model: str, pricing: Mapping[str, Any],
-                 emit: EventSink, *, spent_before: float = 0.0,
-                 grace_s: float = WRAP_UP_GRACE_S) -> None:
+                 emit: EventSink, *, grace_s: float = WRAP_UP_GRACE_S) -> None:
         self.cap = cap
         self.model = model
         self.pricing = dict(pricing)
         self.emit = emit
-        self.settled = spent_before
+        self.settled = 0.0
         self.grace_s = grace_s
         self.live: dict[str, Usage] = {}  # batch -> usage reported so far by its running worker
         self.wrapped: dict[str, float] = {}  # batch -> when it was asked to wrap up
         self.stopped: set[str] = set()
         self.warned = False
         self.reached = False
+        self.on_total: Callable[[float], None] = lambda _: None  # the settled sum moved
 
     @property
     def spent(self) -> float:
@@ -82,6 +87,20 @@ class Spending:
         if reported is None:
             reported = self._price(result.usage)
         self.settled += max(reported, self._price(live))
+        self.on_total(self.spent)
+        self._check()
+
+    def carry(self, spent_before: float) -> None:
+        """A resume: what the runs before it spent counts from the start (a cap already
+        reached lets no worker start)."""
+        self.settled = spent_before
+        self.on_total(self.spent)
+        self._check()
+
+    def charge(self, cost: float | None) -> None:
+        """Spend reported whole, once it is over (the reviewer's run)."""
+        self.settled += cost or 0.0
+        self.on_total(self.spent)
         self._check()
 
     def _check(self) -> None:
@@ -133,4 +152,14 @@ class Spending:
         spent = self.spent
         over = max(0.0, spent - (self.cap or 0.0))
         return (f"the run reached its spending cap: spent ${spent:.4f} of ${self.cap:g} "
-                f"(over by ${over:.4f}, the model calls in flight when it was reached)")
+                f"(over by ${over:.4f}: the model calls in flight when it was reached, and "
+                "the running workers' wrap-up turns)")
+
+
+def spent_so_far(old: RunState) -> float:
+    """What a resumed run and the runs it resumed spent in all: its running total (which
+    counts the chain before it), or at least what its own groups and reviews cost (a run
+    killed before its total was saved)."""
+    own = sum(g.cost_usd or 0.0 for g in old.groups.values())
+    own += sum(r.cost_usd or 0.0 for r in old.reviews)
+    return max(old.spent_usd or 0.0, own)

@@ -1,0 +1,158 @@
+"""The spending cap over a whole run, through `agentrun run`: the reviewer and the fix cycles
+count against it and do not start once it is reached, and a chain of resumes counts what every
+run of the chain spent."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import yaml
+from clirun import agentrun
+from fake_model_server import FakeModelServer, RecordedRequest, Reply
+from runkit import make_project, scripted, spec_text, writes
+from test_real_projects import CALL_USD, group_of, project, run, turns_done
+from test_review_cli import met, review_turn
+
+# -- the reviewer and the fix cycles (scripted provider, in-process workers) ----------------
+WORKER_USD = 0.235  # 2,200 input + 150 output tokens at $100 per million
+REVIEW_USD = 0.70  # 7,000 input tokens
+APPROVE = [met(1, "a.txt:1 holds the greeting"), met(2, "git diff --stat: 1 file changed")]
+FINDING = {"severity": "major", "file": "a.txt:1", "issue": "the greeting has no period",
+           "fix": "write `hello.`"}
+
+
+def reviewed_project(tmp_path: Path, reviews: list[dict[str, Any]]) -> Path:
+    costly = [{**turn, "usage": {"input_tokens": 7000, "output_tokens": 0}} for turn in reviews]
+    script = {"default": writes("a.txt", "hello\n"), "agents": {"code-reviewer": costly},
+              "groups": {"FIX-1": writes("a.txt", "hello.\n")}}
+    return make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", []), script, {
+        ".specflow/config.yaml": yaml.safe_dump(
+            {"pricing": {"scripted": {"input": 100.0, "output": 100.0}}})})
+
+
+def reviewed_run(root: Path, cap: float, *extra: str):
+    return agentrun("run", "SPEC-1", *scripted("--in-process", "--max-cost", f"{cap}", *extra,
+                                               review=True), cwd=root)
+
+
+def events(result: dict[str, Any]) -> list[dict[str, Any]]:
+    lines = (Path(result["run_dir"]) / "events.ndjson").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_a_cap_reached_by_the_workers_skips_the_review_and_the_run_is_not_approved(tmp_path):
+    root = reviewed_project(tmp_path, [review_turn(APPROVE)])
+    proc = reviewed_run(root, 0.10)
+    assert proc.returncode == 1, proc.stderr
+    doc = proc.json
+    assert doc["status"] == "partial" and doc["stop_reason"] == "cost_cap"
+    assert doc["groups"]["single"]["status"] == "complete"
+    assert doc["reviews"] == []  # the reviewer never ran
+    assert doc["review"]["reviewed"] is False
+    assert "spending cap" in doc["review"]["skipped"]
+    line = next(w for w in doc["warnings"] if w.startswith("the review was not run"))
+    assert "spent $0.2350 of $0.1" in line and "`agentrun review SPEC-1`" in line
+    assert "the review was not run" in proc.stderr
+    assert "`agentrun review SPEC-1`" in (root / ".specflow/STATE.md").read_text()
+    assert doc["spent_usd"] == WORKER_USD
+
+
+def test_the_reviewers_cost_counts_and_a_fix_cycle_does_not_start_past_the_cap(tmp_path):
+    root = reviewed_project(tmp_path, [review_turn(APPROVE, [FINDING]), review_turn(APPROVE)])
+    proc = reviewed_run(root, 0.50, "--fix-cycles", "1")
+    assert proc.returncode == 1, proc.stderr
+    doc = proc.json
+    assert doc["status"] == "partial" and doc["stop_reason"] == "cost_cap"
+    assert [r["result"] for r in doc["reviews"]] == ["CHANGES_REQUESTED"]
+    assert "FIX-1" not in doc["groups"]  # no fix worker started
+    assert abs(doc["spent_usd"] - (WORKER_USD + REVIEW_USD)) < 1e-9
+    assert any(w.startswith("the fix cycle was not run") for w in doc["warnings"])
+    kinds = [e["type"] for e in events(doc)]
+    assert kinds.index("review_start") < kinds.index("cost_warning") < kinds.index("cost_cap")
+
+
+def test_the_fix_workers_cost_counts_and_the_next_review_does_not_start_past_the_cap(
+        tmp_path):
+    root = reviewed_project(tmp_path, [review_turn(APPROVE, [FINDING]), review_turn(APPROVE)])
+    cap = WORKER_USD + REVIEW_USD + 0.05  # reached by the fix worker
+    proc = reviewed_run(root, cap, "--fix-cycles", "1")
+    assert proc.returncode == 1, proc.stderr
+    doc = proc.json
+    assert doc["stop_reason"] == "cost_cap" and doc["status"] == "partial"
+    assert doc["groups"]["FIX-1"]["status"] == "complete"
+    assert len(doc["reviews"]) == 1  # the second review did not run
+    assert abs(doc["spent_usd"] - (2 * WORKER_USD + REVIEW_USD)) < 1e-9
+    assert any(w.startswith("the review was not run") for w in doc["warnings"])
+
+
+# -- a chain of resumes (fake model server, worker processes) -------------------------------
+LINE = [("G1", [], "src/a.py"), ("G2", [], "src/b.py"), ("G3", ["G1"], "src/c.py"),
+        ("G4", ["G3"], "src/d.py")]
+
+
+class FailsOnce:
+    """Each group writes its file, then submits; G1's first submission reports a failure
+    (so the run that paid for it is not the one that completes G1)."""
+
+    def __init__(self) -> None:
+        self.groups: list[str] = []
+        self.failed = False
+        self.lock = threading.Lock()
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        group = group_of(request)
+        usage = {"input_tokens": 100, "output_tokens": 20, "cache_read_tokens": 50}
+        if turns_done(request) == 0:
+            with self.lock:
+                self.groups.append(group)
+            path = dict((g, p) for g, _, p in LINE)[group]
+            return Reply(tool_calls=[{"name": "write_file", "arguments": {
+                "path": path, "content": f"# {group}\n"}}], usage=usage)
+        with self.lock:
+            fail = group == "G1" and not self.failed
+            self.failed = self.failed or fail
+        args = {"status": "failed" if fail else "complete", "summary": "done",
+                "criteria_met": [] if fail else ["every file exists"], "deviations": []}
+        if fail:
+            args["error"] = "the parser module is missing"
+        return Reply(tool_calls=[{"name": "submit_result", "arguments": args}], usage=usage)
+
+
+def test_a_resume_counts_what_every_run_of_the_chain_spent(tmp_path):
+    """Every worker makes 2 calls. Run 1 (G1 fails, G2) stops at its cap after wave 1;
+    run 2 redoes G1 and does G3, and stops at its cap; run 3's cap is higher than run 2's but
+    below the 8 calls the chain has spent: nothing starts."""
+    root = project(tmp_path / "p", LINE)
+    model = FailsOnce()
+
+    def step(cap_calls: float):
+        with FakeModelServer(responder=model) as server:
+            proc = run(root, server, "--max-parallel", "1", *(["--resume"] if model.groups
+                                                             else []),
+                       "--max-cost", f"{cap_calls * CALL_USD}")
+        return proc, len(server.requests)
+
+    proc, calls = step(3)
+    assert proc.returncode == 1 and proc.json["stop_reason"] == "cost_cap", proc.stderr
+    assert proc.json["groups"]["G1"]["status"] == "failed" and calls == 4
+    assert abs(proc.json["spent_usd"] - 4 * CALL_USD) < 1e-9
+
+    proc, calls = step(6.5)
+    assert proc.returncode == 1 and proc.json["stop_reason"] == "cost_cap", proc.stderr
+    assert calls == 4 and model.groups[-2:] == ["G1", "G3"]
+    assert abs(proc.json["spent_usd"] - 8 * CALL_USD) < 1e-9
+
+    proc, calls = step(7.5)  # higher than run 2's cap, below the chain's 8 calls
+    assert proc.returncode == 1 and proc.json["stop_reason"] == "cost_cap", proc.stderr
+    assert calls == 0
+    assert proc.json["groups"]["G4"]["status"] == "blocked"
+    assert abs(proc.json["spent_usd"] - 8 * CALL_USD) < 1e-9
+    assert any("spent $1.3600" in w for w in proc.json["warnings"])
+
+    proc, calls = step(12)
+    assert proc.returncode == 0, proc.stderr
+    assert calls == 2 and proc.json["status"] == "complete"
+    assert abs(proc.json["spent_usd"] - 10 * CALL_USD) < 1e-9
