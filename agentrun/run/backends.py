@@ -3,7 +3,7 @@
 A backend starts a batch and hands back a `WorkerHandle`; the run polls handles until they
 end and verifies what each delivered. `ProcessBackend` runs every worker in a process of its
 own (falling back to in-process when processes cannot start), `InProcessBackend` runs them in
-this process one at a time, `CIResultsBackend` reads what CI jobs already did.
+this process one at a time; `ci_backend.CIResultsBackend` reads what CI jobs already did.
 """
 
 from __future__ import annotations
@@ -17,12 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from agentrun import workspace
 from agentrun.fsutil import atomic_write_json
 from agentrun.plan import Batch
 from agentrun.protocol import Assignment, Status, StopReason, WorkerResult
 from agentrun.run import pool
-from agentrun.run.assignment import ci_branch, ref_safe
 from agentrun.run.record import EventSink
 from agentrun.run.verify import Delivery
 from agentrun.worker import run_assignment
@@ -347,72 +345,3 @@ class ProcessBackend:
                                      "running sequentially in-process")
                 self.emit({"type": "fallback_sequential", "reason": str(exc)})
         return self.fallback.run(assignment)
-
-
-# --- results of CI jobs ----------------------------------------------------------------------
-
-class CIDelivered(Protocol):
-    """One CI job's result as `ci.read_results` matched it (see `ci.CIResult`)."""
-
-    path: Path
-    result: WorkerResult
-    branch: str
-    ref: str | None
-    base_commit: str | None
-    problem: str | None
-
-
-class CIResultsBackend:
-    """Workers that already ran in CI jobs: starting one reads its result; its work is on
-    the branch the job pushed (`ref` here).
-
-    A result file is an artifact anyone with access to the workflow could replace, so it only
-    says what happened: the branch is the batch's own (`ci_branch`), the base is where git
-    shows that branch leaving HEAD's history, and a file that claims otherwise fails its
-    batch instead of merging.
-    """
-
-    sequential = False
-
-    def __init__(self, root: Path, spec_id: str, run_dir: Path,
-                 results: dict[str, CIDelivered]) -> None:
-        self.root = root
-        self.spec_id = spec_id
-        self.run_dir = run_dir
-        self.results = results
-
-    def start(self, batch: Batch, base: str) -> WorkerHandle:
-        ids = batch.ids
-        ci = self.results.get(batch.id)
-        branch = ci_branch(self.spec_id, batch.id)
-        if ci is None:  # only with --allow-missing
-            result = WorkerResult.for_batch(
-                ids, batch.id, branch, status=Status.FAILED, stop_reason=StopReason.ERROR,
-                error="no result file: the CI job of this batch delivered none")
-            ref, job_base = branch, base
-        else:
-            result, ref = ci.result, ci.ref or branch
-            job_base, problem = self._base_of(ci, base)
-            problem = ci.problem or problem
-            if problem:
-                result = result.model_copy(update={
-                    "status": Status.FAILED, "stop_reason": StopReason.ERROR,
-                    "error": problem, "branch": branch})
-        record_dir = self.run_dir / "workers" / ref_safe(batch.id)
-        record_dir.mkdir(parents=True, exist_ok=True)
-        return FinishedHandle(batch.id, Delivery(
-            result=result, ids=ids, batch=batch.id, ref=ref, base=job_base,
-            record_dir=record_dir, group_branch=branch, merge_ref=ref))
-
-    def _base_of(self, ci: CIDelivered, head: str) -> tuple[str, str | None]:
-        """The commit the job started from — where its branch leaves HEAD's history — and
-        why the batch fails when git contradicts the result file (or shares no history)."""
-        if ci.ref is None:
-            return head, None
-        fork = workspace.git("merge-base", head, ci.ref, cwd=self.root, check=False).strip()
-        if not fork:
-            return head, f"branch {ci.branch} shares no history with HEAD: not merged"
-        if ci.base_commit and workspace.resolve_ref(self.root, ci.base_commit) != fork:
-            return fork, (f"{ci.path} names base commit {ci.base_commit[:12]}, but "
-                          f"{ci.branch} leaves HEAD's history at {fork[:12]}: not merged")
-        return fork, None

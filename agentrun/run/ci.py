@@ -26,7 +26,7 @@ from agentrun.protocol import RunStatus, Status, WorkerResult
 from agentrun.report.execution_state import RunState, load_state, save_state, state_path
 from agentrun.run import scheduler
 from agentrun.run.assignment import ci_branch
-from agentrun.run.backends import CIResultsBackend
+from agentrun.run.ci_backend import CIResultsBackend
 from agentrun.run.options import RunOptions
 from agentrun.run.orchestrator import Orchestrator
 from agentrun.run.record import EventSink, new_run_id, now_text
