@@ -54,8 +54,9 @@ git log --format=%s > $OUT/log
 git worktree list > $OUT/worktrees
 ls > $OUT/ls
 """
-    subprocess.run(["bwrap", "--dev-bind", "/", "/", "--size", str(DISK_BYTES), "--tmpfs",
-                    str(disk), "sh", "-c", script], env=cli_env(), check=True, timeout=300)
+    subprocess.run(["bwrap", "--die-with-parent", "--dev-bind", "/", "/", "--size",
+                    str(DISK_BYTES), "--tmpfs", str(disk), "sh", "-c", script], env=cli_env(),
+                   check=True, timeout=300)
     return out
 
 
@@ -95,7 +96,9 @@ def test_a_disk_that_fills_up_mid_run_stops_cleanly_and_resume_finishes(tmp_path
     out = on_small_disk(tmp_path, src, f"""
 {ENTRY_POINT} run SPEC-1 {args} > $OUT/1.out 2> $OUT/1.err &
 pid=$!
-while ! ls .git/agentrun/runs/*/workers/*/progress* >/dev/null 2>&1; do sleep 0.1; done
+for i in $(seq 600); do  # until a worker runs (at most a minute)
+    ls .git/agentrun/runs/*/workers/*/progress* >/dev/null 2>&1 && break; sleep 0.1
+done
 fill 0
 wait $pid; echo $? > $OUT/1.rc; n=1
 save first
