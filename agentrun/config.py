@@ -21,6 +21,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -36,7 +37,7 @@ DEFAULT_TOKEN_BUDGET = 100_000  # per worker, all attempts and sub-agents togeth
 DEFAULT_WORKER_TIMEOUT_S = 1800.0  # one worker, start to result
 DEFAULT_RETRIES = 3  # fresh attempts after a failed one
 DEFAULT_ON_FAILURE = "continue"
-DEFAULT_SDK_MAX_RETRIES = 2  # model SDK retries on 429/5xx
+DEFAULT_REQUEST_RETRIES = 2  # model SDK retries of one request on 429/5xx
 DEFAULT_REQUEST_TIMEOUT_S = 600.0  # one model request
 DEFAULT_MAX_WRITE_BYTES = 1_000_000  # one write_file call
 
@@ -44,6 +45,11 @@ _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Settings that would send requests, and keys, where a file in the repository says: any change
 # merged into the repository (a worker's included) could redirect the next run's API key.
 _ENDPOINT_KEY = re.compile(r"(?i)(^|_)(base_url|url|endpoint|api_?key|key|token|secret|password)$")
+# Old spellings still read, each with a warning naming the new key: `max_retries` was easily
+# taken for `retries` (fresh attempts after a failure), while it meant the SDK's request retries.
+RENAMED_KEYS = {"max_retries": "request_retries"}
+RENAMED_MEANING = {"request_retries": "the model SDK's retries of a request on 429/5xx; "
+                                      "`retries` is fresh attempts after a failure"}
 USER_CONFIG_HINT = ("set it in the environment (e.g. OPENAI_BASE_URL, ANTHROPIC_API_KEY), or in "
                     "your user-level config file {path}, outside any repository")
 
@@ -102,8 +108,8 @@ class ProjectConfig(_Section):
     max_steps: int | None = Field(None, ge=1)  # model turns per attempt
     token_budget: int = Field(DEFAULT_TOKEN_BUDGET, ge=1)
     worker_timeout_s: float = Field(DEFAULT_WORKER_TIMEOUT_S, gt=0)
-    retries: int = Field(DEFAULT_RETRIES, ge=0)
-    max_retries: int = Field(DEFAULT_SDK_MAX_RETRIES, ge=0)
+    retries: int = Field(DEFAULT_RETRIES, ge=0)  # fresh attempts after a failed one
+    request_retries: int = Field(DEFAULT_REQUEST_RETRIES, ge=0)  # SDK retries on 429/5xx
     timeout_s: float = Field(DEFAULT_REQUEST_TIMEOUT_S, gt=0)
     audit: AuditConfig = Field(default_factory=AuditConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
@@ -114,6 +120,12 @@ class ProjectConfig(_Section):
     setup_command: str | None = None  # run in every new worktree before its worker starts
     worktree_copy: list[str] = Field(default_factory=list)  # untracked paths copied in
     max_cost_usd: float | None = Field(None, gt=0)  # the whole run's spending cap
+    _deprecations: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def deprecations(self) -> tuple[str, ...]:
+        """One line per old key the file still uses, for the command to print once."""
+        return self._deprecations
 
     @field_validator("provider", "model", "script", "validation_command", "setup_command")
     @classmethod
@@ -153,10 +165,30 @@ def parse_config(data: Mapping[str, Any] | None, source: str = CONFIG_FILE) -> P
         raise BadInput(f"invalid config {source}: expected a mapping of settings",
                        hint="write settings as `key: value` lines")
     _refuse_endpoints(data, source)
+    data, renamed = _renamed(data, source)
     try:
-        return ProjectConfig.model_validate(dict(data))
+        config = ProjectConfig.model_validate(data)
     except ValidationError as exc:
-        raise _bad_input(exc.errors(include_url=False)[0], source) from None
+        raise _bad_input(exc.errors(include_url=False)[0], source, renamed) from None
+    config._deprecations = tuple(
+        f"{source}: `{old}` is deprecated; rename it to `{new}` ({RENAMED_MEANING[new]})"
+        for old, new in renamed.items())
+    return config
+
+
+def _renamed(data: Mapping[str, Any], source: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The settings with old key names replaced by new ones, and which were replaced."""
+    settings, renamed = dict(data), {}
+    for old, new in RENAMED_KEYS.items():
+        if old not in settings:
+            continue
+        if new in settings:
+            raise BadInput(f"invalid config {source}: both `{old}` and `{new}` are set "
+                           f"(`{old}` is the old name of `{new}`)",
+                           hint=f"keep only `{new}`")
+        settings[new] = settings.pop(old)
+        renamed[old] = new
+    return settings, renamed
 
 
 def _refuse_endpoints(data: Mapping[str, Any], source: str) -> None:
@@ -213,8 +245,12 @@ def _keys_under(parent: tuple[Any, ...]) -> list[str]:
     return []
 
 
-def _bad_input(error: Mapping[str, Any], source: str) -> BadInput:
+def _bad_input(error: Mapping[str, Any], source: str,
+               renamed: Mapping[str, str] | None = None) -> BadInput:
+    written = {new: old for old, new in (renamed or {}).items()}  # name the key as written
     loc = tuple(error["loc"])
+    if loc and loc[0] in written:
+        loc = (written[loc[0]], *loc[1:])
     key = ".".join(str(part) for part in loc)
     if error["type"] == "extra_forbidden":
         known = _keys_under(loc[:-1])

@@ -79,7 +79,7 @@ def test_every_key_init_writes_is_accepted_and_used(tmp_path):
     enabled = re.sub(r"^# (\w+:)", r"\1", written, flags=re.M)
     keys = set(yaml.safe_load(enabled))
     assert {"provider", "model", "command_env", "validation_command", "max_parallel",
-            "token_budget", "worker_timeout_s", "on_failure", "retries", "max_retries"} <= keys
+            "token_budget", "worker_timeout_s", "on_failure", "retries", "request_retries"} <= keys
     (root / ".specflow/config.yaml").write_text(enabled.replace("token_budget: 100000",
                                                                 "token_budget: 123456"))
     proc = agentrun("run", "SPEC-1", "--dry-run", "--json", env=KEY, cwd=root)

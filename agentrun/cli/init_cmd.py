@@ -66,8 +66,8 @@ CONFIG_YAML = """# agentrun settings. Flags win over environment variables, then
 # token_budget: 100000
 # worker_timeout_s: 1800
 # on_failure: continue         # continue | abort
-# retries: 3                  # fresh attempts after a failed one (per worker)
-# max_retries: 2               # model SDK retries on 429/5xx
+# retries: 3                   # fresh attempts after a failed one (per worker; --retries)
+# request_retries: 2           # the model SDK's retries of one request on 429/5xx
 # command_env: [NODE_ENV]      # variables commands see besides PATH, LANG, TERM, TZ, ...
 """
 

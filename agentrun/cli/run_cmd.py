@@ -64,9 +64,11 @@ def run(
     token_budget: int | None = typer.Option(None, "--token-budget", min=1000),
     worker_timeout: float | None = typer.Option(None, "--worker-timeout", min=1,
                                                 help="Seconds before a worker is killed."),
-    max_retries: int | None = typer.Option(
-        None, "--max-retries", min=0,
+    retries: int | None = typer.Option(
+        None, "--retries", min=0, metavar="N",
         help="Fresh attempts after a failed one (config: retries; default 3)."),
+    old_retries: int | None = typer.Option(None, "--max-retries", min=0, hidden=True,
+                                           help="Deprecated spelling of --retries."),
     validation_command: str | None = typer.Option(
         None, "--validate", help="Command that must pass before work counts as done."),
     sequential: bool = typer.Option(False, "--in-process",
@@ -104,13 +106,16 @@ def run(
     changes (fix with `agentrun fix`, or --fix-cycles N).
     """
     out = output(json_out)
+    if old_retries is not None:
+        out.warn("--max-retries is deprecated; use --retries")
+        retries = old_retries if retries is None else retries
     code = execute(
         spec, out, yes=yes, dry_run=dry_run, mode=mode, max_parallel=max_parallel,
         on_failure=on_failure, allow_dirty=allow_dirty, require_audit=require_audit,
         force=force, resume=resume, rerun=rerun, allow_failing_base=allow_failing_base,
         provider=provider, model=model, script=script, record=record,
         max_steps=max_steps, token_budget=token_budget, worker_timeout=worker_timeout,
-        max_retries=max_retries, validation_command=validation_command,
+        max_retries=retries, validation_command=validation_command,
         sequential=sequential, interactive=interactive, sandbox=sandbox,
         allow_network=allow_network, setup=setup, max_cost=max_cost, junit=junit,
         events=events, executor=executor, no_review=no_review, fix_cycles=fix_cycles)
@@ -195,6 +200,8 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         raise BadInput(f"invalid --on-failure {opts['on_failure']!r}",
                        hint="use --on-failure continue or --on-failure abort")
     project, spec = load(spec_arg)
+    for note in project.config.deprecations:
+        out.warn(note)
     plan = build_plan(spec, mode=opts["mode"])
     if not opts["force"]:
         refuse_critical(spec)
@@ -412,7 +419,7 @@ def _run_provider_config(project, plan, opts):
             raise
         provider = next(iter(DEFAULT_MODELS))
         return ProviderConfig(provider=provider, model=DEFAULT_MODELS[provider],
-                              base_url=None, max_retries=project.config.max_retries,
+                              base_url=None, max_retries=project.config.request_retries,
                               timeout_s=project.config.timeout_s, source="none"), exc
 
 

@@ -42,7 +42,10 @@ def worker(
     token_budget: int | None = typer.Option(None, "--token-budget", min=1000),
     worker_timeout: float | None = typer.Option(None, "--worker-timeout", min=1,
                                                 help="Seconds the agent may take."),
-    max_retries: int | None = typer.Option(None, "--max-retries", min=0),
+    retries: int | None = typer.Option(None, "--retries", min=0, metavar="N",
+                                       help="Fresh attempts after a failed one."),
+    old_retries: int | None = typer.Option(None, "--max-retries", min=0, hidden=True,
+                                           help="Deprecated spelling of --retries."),
     validation_command: str | None = typer.Option(
         None, "--validate", help="Command that must pass before work counts as done."),
     sandbox: str | None = typer.Option(None, "--sandbox", metavar="auto|on|off",
@@ -72,6 +75,9 @@ def worker(
     import threading
 
     out = output(json_out)
+    if old_retries is not None:
+        out.warn("--max-retries is deprecated; use --retries")
+        retries = old_retries if retries is None else retries
     ci_given = [n for n, v in (("--spec", spec), ("--groups", groups), ("--out", out_path))
                 if v is not None]
     if assignment is not None and ci_given:
@@ -92,7 +98,7 @@ def worker(
         raise BadInput(f"invalid --mode {mode!r}", hint="use single or orchestrated")
     opts = {"mode": mode, "max_workers": max_workers, "provider": provider, "model": model,
             "script": script, "max_steps": max_steps, "token_budget": token_budget,
-            "worker_timeout": worker_timeout, "max_retries": max_retries,
+            "worker_timeout": worker_timeout, "max_retries": retries,
             "validation_command": validation_command, "sandbox": sandbox,
             "allow_network": allow_network}
     raise typer.Exit(_ci(spec, groups, base, out_path, opts, out, cancel))  # type: ignore[arg-type]
@@ -130,6 +136,8 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: 
     from agentrun.sandbox.choice import resolve
 
     project, spec = load(spec_arg)
+    for note in project.config.deprecations:
+        out.warn(note)
     plan = build_plan(spec, mode=opts["mode"], max_workers=opts["max_workers"])
     sandbox, choice = resolve(opts["sandbox"], opts["allow_network"], project.config.sandbox)
     opts = {**opts, "sandbox_settings": sandbox}

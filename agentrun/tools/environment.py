@@ -26,6 +26,9 @@ ALLOWED_PREFIXES = ("LC_",)
 # git and pagers never wait for input that will not come
 NON_INTERACTIVE = {"GIT_TERMINAL_PROMPT": "0", "PAGER": "cat", "GIT_PAGER": "cat",
                    "GIT_EDITOR": "true"}
+# Python leaves no bytecode caches in a worktree: they are not work, and two workers that each
+# commit the same `__pycache__/*.pyc` (their tests ran) conflict when their branches merge.
+NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
 MIN_SECRET_LEN = 6  # shorter values match too much ordinary text to be redacted
 
 
@@ -61,6 +64,8 @@ def command_env(extra: Iterable[str] = (), secret_suffixes: Iterable[str] | None
     env["HOME"] = str(private_home())
     env["TMPDIR"] = source.get("TMPDIR") or tempfile.gettempdir()
     env.update(NON_INTERACTIVE)
+    for name, value in NO_BYTECODE.items():
+        env.setdefault(name, value)  # unless the project passes its own (`command_env`)
     return env, _secret_values(source, secret_suffixes)
 
 
