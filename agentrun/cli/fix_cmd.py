@@ -40,12 +40,8 @@ def fix(
     reviewer looks again. Exit 0 when a review approves, 1 otherwise; 2 when there is no
     review with open findings (run `agentrun review` first); 3 when the run cannot start.
     """
-    from agentrun.cli.run_cmd import (
-        _provider_config,
-        report_run,
-        review_settings,
-        worker_settings,
-    )
+    from agentrun.cli.run_cmd import report_run
+    from agentrun.cli.run_settings import provider_config, review_settings, worker_settings
     from agentrun.plan import build_plan
     from agentrun.project import project_for_spec
     from agentrun.report.execution_state import load_state, state_path
@@ -74,7 +70,7 @@ def fix(
     opts = {"provider": provider, "model": model, "script": script, "max_steps": max_steps,
             "token_budget": token_budget, "worker_timeout": None, "max_retries": None,
             "record": None, "fix_cycles": cycles}
-    cfg = _provider_config(project, plan, opts)
+    cfg = provider_config(project, plan, opts)
     settings, limits = worker_settings(project.config, cfg, opts)
     box, choice = resolve(sandbox, False, project.config.sandbox)
     options = RunOptions(

@@ -200,13 +200,13 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: 
 def _run(project, spec, plan, batch_id, ids, root, branch, base, spec_rel, run_id, out_path,
          opts, extras, cancel):
     from agentrun import workspace
-    from agentrun.cli.run_cmd import _provider_config, worker_settings
+    from agentrun.cli.run_settings import provider_config, worker_settings
     from agentrun.run.assignment import make_assignment
     from agentrun.run.options import RunOptions
     from agentrun.worker import run_assignment
 
     config = project.config
-    cfg = _provider_config(project, plan, opts)
+    cfg = provider_config(project, plan, opts)
     settings, limits = worker_settings(config, cfg, opts)
     options = RunOptions(provider=settings, limits=limits,
                          validation_command=opts["validation_command"]

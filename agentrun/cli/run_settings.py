@@ -1,0 +1,166 @@
+"""What a run is asked to do, worked out and checked before anything starts.
+
+`run`, `fix` and `worker` share these: the provider and worker settings from flags and config,
+the executor, the review, the worktree set-up and the spending cap, and the refusals of specs
+that cannot or should not run. Heavy modules are imported inside the functions, so that
+importing this one (from the CLI) stays cheap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentrun.errors import BadInput
+
+if TYPE_CHECKING:
+    from agentrun.config import ProjectConfig
+    from agentrun.spec.model import Spec
+
+
+def refuse_critical(spec: Spec) -> None:
+    """A spec the static checks call critical has nothing a worker could do (or verify)."""
+    from agentrun.audit.static import static_audit
+
+    critical = static_audit(spec).critical
+    if critical:
+        lines = "".join(f"\n  - {f.message}" for f in critical)
+        raise BadInput(f"{spec.id} cannot be executed as written ({len(critical)} critical "
+                       f"finding{'s' if len(critical) > 1 else ''}):{lines}",
+                       hint=f"fix {spec.path} (see `agentrun audit --static`), or pass --force "
+                            "to run it anyway")
+
+
+def choose_executor(name: str, provider: str, dry_run: bool) -> str:
+    """The executor asked for, checked before any worktree exists: a CLI executor needs its
+    CLI installed (exit 3) and its own provider's models (exit 2)."""
+    if name not in ("builtin", "claude-code"):
+        raise BadInput(f"invalid --executor {name!r}", hint="use builtin or claude-code")
+    if name == "claude-code":
+        if provider != "anthropic":
+            raise BadInput(f"the claude-code executor calls Anthropic models, but the provider "
+                           f"is {provider}", hint="use --provider anthropic (and a claude-* "
+                                                  "model), or --executor builtin")
+        if not dry_run:
+            from agentrun.executors.claude_code import find_cli
+
+            find_cli()
+    return name
+
+
+FINISHED = ("review", "done")  # spec statuses whose work a run has merged already
+
+
+def refuse_finished(spec: Spec) -> None:
+    """Running a finished spec again redoes merged work on top of any later fixes."""
+    status = (spec.status or "").lower()
+    if status in FINISHED:
+        raise BadInput(f"{spec.id} is already {status}: running it again would redo its merged "
+                       "work over any changes made since",
+                       hint=f"review it with `agentrun review {spec.id}`, or pass --rerun to "
+                            "run it again anyway")
+
+
+def review_plan(opts: dict[str, Any]) -> str:
+    """The pre-run summary's review line."""
+    if opts["no_review"]:
+        return "skipped (--no-review)"
+    cycles = opts["fix_cycles"]
+    fixes = "fix cycles: asked before starting" if cycles is None else f"fix cycles: {cycles}"
+    return f"code-reviewer once the work is merged ({fixes})"
+
+
+def review_settings(project, opts: dict[str, Any], sandbox_mode: str):
+    """The end-of-run review: the reviewer's model from the same flags as the workers'."""
+    from agentrun.cli.review_cmd import model_access
+    from agentrun.run.review_step import ReviewSettings
+
+    return ReviewSettings(
+        access=model_access(project, opts["provider"], opts["model"], opts["script"]),
+        fix_cycles=opts["fix_cycles"] or 0, sandbox=sandbox_mode,
+        pricing=project.config.price_overrides())
+
+
+def spending_line(cap: float, plan, model: str, token_budget: int, pricing) -> str:
+    """The cap beside the estimate: every worker spending its whole token budget (as input,
+    the cheaper side) is what a run can be expected to cost at most."""
+    from agentrun.providers.pricing import price_for
+
+    price = price_for(model, pricing)
+    if price is None:
+        raise BadInput(f"--max-cost needs the price of {model}, which is not known",
+                       hint=f"add `pricing: {{{model}: {{input: ..., output: ...}}}}` to "
+                            ".specflow/config.yaml (USD per million tokens)")
+    workers = sum(len(w.batches) for w in plan.waves)
+    estimate = workers * token_budget * price.input / 1_000_000
+    return (f"Spending cap: ${cap:g} for the whole run · estimate ${estimate:.2f} "
+            f"({workers} worker(s) × {token_budget:,} tokens at ${price.input:g}/M input)")
+
+
+def worktree_setup(project, command: str | None, timeout_s: float):
+    """What makes each new worktree ready (flags, then config), checked before anything
+    starts; None when there is nothing to do."""
+    from agentrun.protocol import SetupSettings
+    from agentrun.workspace import repo_root
+    from agentrun.worktree_setup import check_copies
+
+    config = project.config
+    command = (command or "").strip() or config.setup_command
+    root = repo_root(project.root)
+    copies = check_copies(root, config.worktree_copy)
+    if not command and not copies:
+        return None
+    return SetupSettings(command=command, copies=copies, source=str(root),
+                         network=config.sandbox.setup_network, timeout_s=timeout_s)
+
+
+def worker_settings(config: ProjectConfig, cfg, opts: dict[str, Any]):
+    """The provider settings and limits every worker of a run gets: flags, then config."""
+    from agentrun.protocol import ProviderSettings, WorkerLimits
+
+    limits = WorkerLimits(
+        max_steps=opts["max_steps"] or config.max_steps,
+        token_budget=opts["token_budget"] or config.token_budget,
+        timeout_s=opts["worker_timeout"] or config.worker_timeout_s,
+        max_retries=opts["max_retries"] if opts["max_retries"] is not None
+        else config.retries)
+    record = opts.get("record")
+    settings = ProviderSettings(provider=cfg.provider, model=cfg.model, base_url=cfg.base_url,
+                                max_retries=cfg.max_retries, timeout_s=cfg.timeout_s,
+                                script=str(Path(cfg.script).resolve()) if cfg.script else None,
+                                record=str(record.resolve()) if record else None)
+    return settings, limits
+
+
+def worker_agent(project, plan):
+    """The agent definition the run's workers use."""
+    from agentrun.agent.definitions import load_agent
+
+    return load_agent("spec-executor" if plan.mode == "single" else "spec-executor-worker",
+                      project.root)
+
+
+def provider_config(project, plan, opts):
+    from agentrun.providers.registry import resolve_provider_config
+
+    agent = worker_agent(project, plan)
+    return resolve_provider_config(flag_provider=opts["provider"], flag_model=opts["model"],
+                                   config=project.config, agent_model=agent.model,
+                                   script=opts["script"])
+
+
+def run_provider_config(project, plan, opts):
+    """The run's provider settings, and why there are none: a dry run shows the plan and its
+    estimate without a model key (priced as the default model), a real run stops here."""
+    from agentrun.providers.catalog import ProviderConfig
+    from agentrun.providers.registry import DEFAULT_MODELS, NotConfigured
+
+    try:
+        return provider_config(project, plan, opts), None
+    except NotConfigured as exc:
+        if not opts["dry_run"]:
+            raise
+        provider = next(iter(DEFAULT_MODELS))
+        return ProviderConfig(provider=provider, model=DEFAULT_MODELS[provider],
+                              base_url=None, max_retries=project.config.request_retries,
+                              timeout_s=project.config.timeout_s, source="none"), exc
