@@ -291,3 +291,21 @@ def test_aggregate_checks_the_merged_result_with_the_validation_command(tmp_path
     assert result["status"] == "failed" and result["stop_reason"] == "integration"
     assert not (root / "hello.py").exists()
     assert run_git(root, "rev-list", f"{before}..HEAD", "--merges") == ""
+
+
+def test_a_ci_worker_runs_the_set_up_command_in_its_checkout(tmp_path):
+    """A CI job's checkout is its worker's worktree: `setup_command` makes it ready before
+    the model is called (here the validation command needs what set-up made)."""
+    script = {"groups": {"G1": writes("one.txt", "G1\n")}}
+    seed = make_project(tmp_path / "seed", "SPEC-31", spec_text("SPEC-31", THREE[:1]), script,
+                        {".specflow/config.yaml": "setup_command: echo ready > .ready\n"
+                                                  "validation_command: test -f .ready\n",
+                         ".gitignore": ".specflow/runs/\n.ready\n"})
+    origin = tmp_path / "origin.git"
+    run_git(tmp_path, "clone", "-q", "--bare", str(seed), str(origin))
+    entry = {"wave": 1, "batch": "G1", "groups": "G1", "branch": "agentrun/SPEC-31/G1"}
+    proc, out = worker_job(origin, tmp_path, "SPEC-31", entry, tmp_path / "results",
+                           push=False)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert result["status"] == "complete" and result["files_created"] == ["one.txt"]

@@ -222,6 +222,12 @@ def _run(project, spec, plan, batch_id, ids, root, branch, base, spec_rel, run_i
                                  spec_path=spec_rel, batch_id=batch_id, groups=ids,
                                  worktree=root, branch=branch, base=base,
                                  result_path=Path(out_path).absolute(), record_dir=record_dir)
+    if config.setup_command:  # the job's checkout is this worker's worktree: make it ready
+        from agentrun.protocol import SetupSettings
+
+        assignment.setup = SetupSettings(command=config.setup_command, source=str(root),
+                                         network=config.sandbox.setup_network,
+                                         timeout_s=limits.timeout_s)
     return run_assignment(assignment, cancel)
 
 
