@@ -248,14 +248,16 @@ def process_main(assignment_path: str) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGUSR1, lambda _sig, _frame: WRAP_UP.set())  # the spending cap
-    assignment = Assignment.read(Path(assignment_path))
-    progress = _Progress(assignment.progress_path)
-    sandbox = worker_sandbox(assignment, progress)
+    name = Path(assignment_path).parent.name
     try:
+        assignment = Assignment.read(Path(assignment_path))
+        name = assignment.batch
+        progress = _Progress(assignment.progress_path)
+        sandbox = worker_sandbox(assignment, progress)
         _execute(assignment, cancel, None, progress, sandbox)
-    except Exception as exc:  # e.g. its result did not fit on a full disk: one line
+    except Exception as exc:  # e.g. a full disk, from its first progress line on: one line
         error = no_space(exc) or exc
         if not isinstance(error, AgentrunError):
             raise
-        sys.stderr.write(f"worker {assignment.batch}: {error.message}\n")
+        sys.stderr.write(f"worker {name}: {error.message}\n")
         sys.exit(error.exit_code)
