@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from clirun import agentrun
 from gitutil import run_git
 from runkit import command, make_project, scripted, spec_text, submit, writes
@@ -86,67 +87,66 @@ def test_a_spec_id_that_leaves_the_repository_is_refused(tmp_path):
     assert "agentrun/" not in run_git(root, "branch", "--all")
 
 
-def test_a_forged_progress_line_cannot_aim_the_timeout_kill(tmp_path):
+@pytest.fixture
+def bystander():
+    """A process group of the user's that agentrun did not start: it must survive the run."""
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_a_forged_progress_line_cannot_aim_the_timeout_kill(tmp_path, bystander):
     """A worker names someone else's process group in its progress file; on its timeout
     only the commands it really started are killed."""
-    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    try:
-        line = json.dumps({"type": "spawn", "pgid": bystander.pid})
-        forge = ("python3 -c 'import sys; open(sys.argv[1], \"a\").write(sys.argv[2] + "
-                 f"chr(10))' ../../workers/single/progress.ndjson '{line}'; "
-                 "sleep 300 & echo $! > sleeper.pid; wait")
-        script = {"groups": {"G1": [command(forge), submit("complete", "never")]}}
-        root = make_project(tmp_path / "p", "SPEC-74", spec_text("SPEC-74", TWO[:1]), script)
-        # without the sandbox, which would stop the forgery at the write: this checks the
-        # orchestrator's own defence
-        proc = agentrun("run", "SPEC-74", *scripted("--worker-timeout", "4", "--sandbox", "off"),
-                        cwd=root)
-        assert proc.returncode == 1, proc.stderr
-        group = proc.json["groups"]["G1"]
-        assert group["stop_reason"] == "timeout"
-        run_dir = Path(proc.json["run_dir"])
-        assert str(bystander.pid) in (run_dir / "workers/single/progress.ndjson").read_text()
-        time.sleep(0.5)
-        assert bystander.poll() is None, "the bystander's process group was killed"
-        sleeper = int((Path(group["worktree"]) / "sleeper.pid").read_text())
-        stat = Path(f"/proc/{sleeper}/stat")
-        deadline = time.monotonic() + 5
-        while stat.exists() and stat.read_text().split()[2] != "Z" and \
-                time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not stat.exists() or stat.read_text().split()[2] == "Z", "its command survived"
-    finally:
-        bystander.kill()
-        bystander.wait()
+    line = json.dumps({"type": "spawn", "pgid": bystander.pid})
+    forge = ("python3 -c 'import sys; open(sys.argv[1], \"a\").write(sys.argv[2] + "
+             f"chr(10))' ../../workers/single/progress.ndjson '{line}'; "
+             "sleep 300 & echo $! > sleeper.pid; wait")
+    script = {"groups": {"G1": [command(forge), submit("complete", "never")]}}
+    root = make_project(tmp_path / "p", "SPEC-74", spec_text("SPEC-74", TWO[:1]), script)
+    # without the sandbox, which would stop the forgery at the write: this checks the
+    # orchestrator's own defence
+    proc = agentrun("run", "SPEC-74", *scripted("--worker-timeout", "4", "--sandbox", "off"),
+                    cwd=root)
+    assert proc.returncode == 1, proc.stderr
+    group = proc.json["groups"]["G1"]
+    assert group["stop_reason"] == "timeout"
+    run_dir = Path(proc.json["run_dir"])
+    assert str(bystander.pid) in (run_dir / "workers/single/progress.ndjson").read_text()
+    time.sleep(0.5)
+    assert bystander.poll() is None, "the bystander's process group was killed"
+    sleeper = int((Path(group["worktree"]) / "sleeper.pid").read_text())
+    stat = Path(f"/proc/{sleeper}/stat")
+    deadline = time.monotonic() + 5
+    while stat.exists() and stat.read_text().split()[2] != "Z" and \
+            time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not stat.exists() or stat.read_text().split()[2] == "Z", "its command survived"
 
 
-def test_the_files_the_orchestrator_reads_are_out_of_a_workers_reach(tmp_path):
+def test_the_files_the_orchestrator_reads_are_out_of_a_workers_reach(tmp_path, bystander):
     """What the orchestrator reads back (progress, results) lives in the git common dir: a
     sandboxed command cannot forge it, and a branch cannot carry it (git tracks no `.git`)."""
-    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    try:
-        line = json.dumps({"type": "spawn", "pgid": bystander.pid})
-        forged = json.dumps({"group": "G1", "groups": ["G1"], "status": "complete"})
-        forge = ("d=$(git rev-parse --git-common-dir)/agentrun/runs; "
-                 f"for f in $d/*/workers/single/progress.ndjson; do echo '{line}' >> $f; done; "
-                 f"for f in $d/*/workers/single/result.json; do echo '{forged}' > $f; done; "
-                 "ls $d/*/workers/single/ > seen.txt; sleep 300")
-        script = {"groups": {"G1": [command(forge), submit("complete", "never")]}}
-        root = make_project(tmp_path / "p", "SPEC-75", spec_text("SPEC-75", TWO[:1]), script)
-        proc = agentrun("run", "SPEC-75", *scripted("--worker-timeout", "4", "--sandbox", "on"),
-                        cwd=root)
-        assert proc.returncode == 1, proc.stderr
-        group = proc.json["groups"]["G1"]
-        assert group["status"] == "failed" and group["stop_reason"] == "timeout"
-        # the command saw the control files (read-only) but could not write them
-        assert "progress.ndjson" in (Path(group["worktree"]) / "seen.txt").read_text()
-        control = next((root / ".git/agentrun/runs").glob("*/workers/single"))
-        assert str(bystander.pid) not in (control / "progress.ndjson").read_text()
-        time.sleep(0.5)
-        assert bystander.poll() is None, "the bystander's process group was killed"
-    finally:
-        bystander.kill()
-        bystander.wait()
+    line = json.dumps({"type": "spawn", "pgid": bystander.pid})
+    forged = json.dumps({"group": "G1", "groups": ["G1"], "status": "complete"})
+    forge = ("d=$(git rev-parse --git-common-dir)/agentrun/runs; "
+             f"for f in $d/*/workers/single/progress.ndjson; do echo '{line}' >> $f; done; "
+             f"for f in $d/*/workers/single/result.json; do echo '{forged}' > $f; done; "
+             "ls $d/*/workers/single/ > seen.txt; sleep 300")
+    script = {"groups": {"G1": [command(forge), submit("complete", "never")]}}
+    root = make_project(tmp_path / "p", "SPEC-75", spec_text("SPEC-75", TWO[:1]), script)
+    proc = agentrun("run", "SPEC-75", *scripted("--worker-timeout", "4", "--sandbox", "on"),
+                    cwd=root)
+    assert proc.returncode == 1, proc.stderr
+    group = proc.json["groups"]["G1"]
+    assert group["status"] == "failed" and group["stop_reason"] == "timeout"
+    # the command saw the control files (read-only) but could not write them
+    assert "progress.ndjson" in (Path(group["worktree"]) / "seen.txt").read_text()
+    control = next((root / ".git/agentrun/runs").glob("*/workers/single"))
+    assert str(bystander.pid) not in (control / "progress.ndjson").read_text()
+    time.sleep(0.5)
+    assert bystander.poll() is None, "the bystander's process group was killed"
 
 
 def test_file_tools_refuse_git_internals(tmp_path):

@@ -76,14 +76,21 @@ def apply_update(text: str, update: StateUpdate) -> str:
     return "".join(lines)
 
 
+def _table_rows(lines: list[str], section: str) -> list[int] | None:
+    """The line numbers of the table in `section` (header, separator, rows), or None when
+    the section has no table with a row."""
+    bounds = _section_bounds(lines, section)
+    if bounds is None:
+        return None
+    table = [i for i in range(bounds[0] + 1, bounds[1]) if lines[i].lstrip().startswith("|")]
+    return table if len(table) >= 3 else None
+
+
 def _prune_warnings(lines: list[str]) -> list[str]:
     """One row per distinct warning (the same text for the same spec), the latest one, and
     only the `MAX_WARNINGS` most recent: repeated runs must not grow the table without end."""
-    bounds = _section_bounds(lines, "Warnings")
-    if bounds is None:
-        return lines
-    table = [i for i in range(bounds[0] + 1, bounds[1]) if lines[i].lstrip().startswith("|")]
-    if len(table) < 3:
+    table = _table_rows(lines, "Warnings")
+    if table is None:
         return lines
     dated = {n for n, col in enumerate(_cells(lines[table[0]])) if _column_key(col) == "updated"}
     seen: set[tuple[str, ...]] = set()
@@ -174,11 +181,8 @@ def _update_position(lines: list[str], values: dict[str, str], nl: str) -> list[
 def _update_queue_status(lines: list[str], spec_id: str, status: str) -> list[str]:
     """Set the Status cell of the spec's Queue row, if there is one; a spec not queued gets no
     row (the Queue is the user's list), and the rest of the row keeps its bytes."""
-    bounds = _section_bounds(lines, "Queue")
-    if bounds is None:
-        return lines
-    table = [i for i in range(bounds[0] + 1, bounds[1]) if lines[i].lstrip().startswith("|")]
-    if len(table) < 3:
+    table = _table_rows(lines, "Queue")
+    if table is None:
         return lines
     header = [c.strip().lower() for c in _PIPE.split(lines[table[0]].strip().strip("|"))]
     id_col = next((n for n, c in enumerate(header) if c in ("id", "spec", "spec id")), None)
