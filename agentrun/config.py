@@ -116,7 +116,7 @@ class ProjectConfig(_Section):
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
     command_env: list[str] = Field(default_factory=list)  # more variables commands may see
     max_write_bytes: int = Field(DEFAULT_MAX_WRITE_BYTES, ge=1)  # one write_file call
-    executor: Literal["builtin", "claude-code"] | None = None  # who works in a worktree
+    executor: Literal["builtin", "claude-code", "codex"] | None = None  # who works in a worktree
     setup_command: str | None = None  # run in every new worktree before its worker starts
     worktree_copy: list[str] = Field(default_factory=list)  # untracked paths copied in
     max_cost_usd: float | None = Field(None, gt=0)  # the whole run's spending cap

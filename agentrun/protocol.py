@@ -86,7 +86,7 @@ class RunStatus(StrEnum):
     INTERRUPTED = "interrupted"
 
 
-Executor = Literal["builtin", "claude-code"]  # config `executor:`, `run --executor`
+Executor = Literal["builtin", "claude-code", "codex"]  # config `executor:`, `run --executor`
 
 
 class GroupAssignment(BaseModel):

@@ -27,7 +27,7 @@ from agentrun.agent.terminator import limits_for
 from agentrun.agent.transcript import Transcript
 from agentrun.attempts import AgentOutcome, run_attempts
 from agentrun.errors import AgentrunError, no_space
-from agentrun.executors import claude_code
+from agentrun.executors import claude_code, codex
 from agentrun.executors.base import AgentTask, Executor
 from agentrun.executors.builtin import BuiltinExecutor
 from agentrun.protocol import Assignment, Status, StopReason, WorkerResult
@@ -39,6 +39,9 @@ from agentrun.tools.base import CommandPolicy
 from agentrun.tools.environment import discard_private_home
 from agentrun.workspace import populate_worktree
 from agentrun.worktree_setup import LOG_NAME, prepare_worktree
+
+# the coding-agent CLIs a worker can drive, by executor name
+CLI_EXECUTORS = {"claude-code": claude_code, "codex": codex}
 
 
 def run_assignment(assignment: Assignment, cancel: threading.Event | None = None,
@@ -55,12 +58,12 @@ def worker_sandbox(assignment: Assignment, progress: _Progress) -> Sandbox | Age
     settings = assignment.sandbox
     # a coding-agent CLI reaches its model over the network and keeps its config outside the
     # worktree; its files stay confined like any command's
-    cli = assignment.executor == "claude-code"
+    cli = CLI_EXECUTORS.get(assignment.executor)
     try:
         sandbox, choice = make_sandbox(settings.mode, Path(assignment.worktree),
-                                       network=settings.network or cli,
+                                       network=settings.network or cli is not None,
                                        home_allow=tuple(settings.home_allow),
-                                       writable_paths=(claude_code.config_dir(),) if cli else (),
+                                       writable_paths=(cli.config_dir(),) if cli else (),
                                        on_spawn=progress.spawned)
     except AgentrunError as exc:
         return exc
@@ -151,9 +154,10 @@ def make_executor(assignment: Assignment, provider: Any,
                   sandbox: Sandbox) -> tuple[Executor, str]:
     """Who works on the assignment (`provider` stands in for the built-in loop's model in
     tests), and the model it uses."""
-    if assignment.executor == "claude-code":
+    cli = CLI_EXECUTORS.get(assignment.executor)
+    if cli is not None:
         model = assignment.provider.model
-        return claude_code.from_environment(model, sandbox, provider_env()), model
+        return cli.from_environment(model, sandbox, provider_env()), model
     if provider is None:
         provider = make_provider(assignment)
     return BuiltinExecutor(provider, sandbox), getattr(provider, "model",

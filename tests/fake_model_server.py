@@ -1,5 +1,6 @@
-"""A fake model server on 127.0.0.1 that speaks the Anthropic Messages and OpenAI Chat
-Completions wire formats, so the real SDKs can be tested offline.
+"""A fake model server on 127.0.0.1 that speaks the Anthropic Messages, OpenAI Chat
+Completions and (streamed) OpenAI Responses wire formats, so the real SDKs and CLIs can be
+tested offline.
 
 Usage::
 
@@ -15,7 +16,8 @@ Usage::
 
 Responses are neutral: a queued `Reply` or `Error` is rendered in the wire format of the
 endpoint that receives the request (`POST /v1/messages` → Anthropic, `POST /v1/chat/completions`
-→ OpenAI), so one queue can drive either SDK. `Raw` sends bytes verbatim (malformed bodies).
+→ OpenAI, `POST /v1/responses` → the Responses API as the Codex CLI streams it), so one queue
+can drive any of them. `Raw` sends bytes verbatim (malformed bodies).
 Responses are served first-in first-out; when the queue is empty, `server.responder` (a callable
 taking the `RecordedRequest`) is asked, and without one the server answers 400 "no response
 queued" (which the SDKs do not retry, so a test fails fast instead of hanging).
@@ -36,6 +38,7 @@ from typing import Any
 
 ANTHROPIC_PATH = "/v1/messages"
 OPENAI_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
 
 
 # -- wire-format builders ---------------------------------------------------------------------
@@ -98,6 +101,45 @@ def anthropic_sse(message: dict) -> bytes:
                                               "stop_sequence": None},
                                     "usage": {"output_tokens": usage["output_tokens"]}}),
             event("message_stop", {})]
+    return "".join(out).encode()
+
+
+def responses_sse(text: str = "", tool_calls: list[dict[str, Any]] | None = None,
+                  usage: dict[str, int] | None = None, *, model: str = "gpt-fake",
+                  response_id: str = "resp_fake") -> bytes:
+    """A streamed OpenAI Responses API answer (`POST /v1/responses`, `"stream": true`, as the
+    Codex CLI asks for): a `message` item for `text`, a `function_call` item per tool call
+    ({"name", "arguments", optional "id"}), then `response.completed` with the usage (our
+    neutral keys; `input_tokens` includes the cached ones, as on the real API)."""
+    def event(kind: str, data: dict) -> str:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
+
+    items: list[dict[str, Any]] = []
+    if text:
+        items.append({"type": "message", "id": f"msg_{response_id}", "role": "assistant",
+                      "status": "completed",
+                      "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    for i, call in enumerate(tool_calls or [], 1):
+        items.append({"type": "function_call", "id": f"fc_{response_id}_{i}",
+                      "call_id": call.get("id") or f"call_{response_id}_{i}",
+                      "name": call["name"], "arguments": json.dumps(call.get("arguments", {})),
+                      "status": "completed"})
+    u = usage or {}
+    cached = u.get("cache_read_tokens", 0)
+    response = {"id": response_id, "object": "response", "model": model,
+                "status": "in_progress", "output": []}
+    out = [event("response.created", {"response": response})]
+    for i, item in enumerate(items):
+        out += [event("response.output_item.added", {"output_index": i, "item": item}),
+                event("response.output_item.done", {"output_index": i, "item": item})]
+    out.append(event("response.completed", {"response": {
+        **response, "status": "completed", "output": items,
+        "usage": {"input_tokens": u.get("input_tokens", 0) + cached,
+                  "input_tokens_details": {"cached_tokens": cached},
+                  "output_tokens": u.get("output_tokens", 0),
+                  "output_tokens_details": {"reasoning_tokens": 0},
+                  "total_tokens": u.get("input_tokens", 0) + cached
+                  + u.get("output_tokens", 0)}}}))
     return "".join(out).encode()
 
 
@@ -207,7 +249,9 @@ class RecordedRequest:
 
     @property
     def api(self) -> str:
-        return "anthropic" if self.path.startswith(ANTHROPIC_PATH) else "openai"
+        if self.path.startswith(ANTHROPIC_PATH):
+            return "anthropic"
+        return "responses" if self.path.startswith(RESPONSES_PATH) else "openai"
 
 
 class FakeModelServer:
@@ -319,7 +363,7 @@ def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?", 1)[0]
             recorded = RecordedRequest("POST", path,
                                        {k.lower(): v for k, v in self.headers.items()}, raw, body)
-            if path not in (ANTHROPIC_PATH, OPENAI_PATH):
+            if path not in (ANTHROPIC_PATH, OPENAI_PATH, RESPONSES_PATH):
                 self._send(404, {"error": {"message": f"unknown path {path}"}}, {})
                 return
             response, n = server._next(recorded)
@@ -339,6 +383,11 @@ def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
             else:
                 if response.delay_s:
                     time.sleep(response.delay_s)
+                if recorded.api == "responses":
+                    self._send_bytes(200, responses_sse(
+                        response.text, response.tool_calls, response.usage, model=model,
+                        response_id=f"resp_{n}"), "text/event-stream", {})
+                    return
                 if anthropic:
                     body = anthropic_message_json(response.text, response.tool_calls,
                                                   response.usage, stop_reason=response.stop_reason,

@@ -17,7 +17,7 @@ from agentrun.tools.names import resolve_tool_names
 from agentrun.yamlload import safe_load
 
 _KEYS = {"name", "description", "tools", "model", "max_steps", "executor"}
-EXECUTORS = ("builtin", "claude-code")  # who can run a worker's attempts
+EXECUTORS = ("builtin", "claude-code", "codex")  # who can run a worker's attempts
 
 
 @dataclass
@@ -29,7 +29,7 @@ class AgentDefinition:
     max_steps: int | None
     system_prompt: str
     path: Path
-    executor: str | None = None  # who runs it in a worker: builtin or claude-code (flags win)
+    executor: str | None = None  # who runs it in a worker (an EXECUTORS name; flags win)
 
 
 def available_agents(project_root: Path | None = None) -> list[str]:

@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 
 SANDBOX_HELP = ("Confine model-issued commands with bubblewrap: auto (where it works), on "
                 "(refuse to start without it) or off (config: sandbox.mode; default auto).")
-EXECUTOR_HELP = ("Who works in each worktree: builtin (agentrun's own loop) or claude-code (the "
-                 "Claude Code CLI, installed separately; config: executor).")
+EXECUTOR_HELP = ("Who works in each worktree: builtin (agentrun's own loop), claude-code (the "
+                 "Claude Code CLI) or codex (the Codex CLI); the CLIs are installed separately "
+                 "(config: executor).")
 NETWORK_HELP = "Let sandboxed commands reach the network (config: sandbox.network)."
 
 
@@ -86,7 +87,7 @@ def run(
              "(config: max_cost_usd)."),
     junit: Path | None = typer.Option(None, "--junit", metavar="FILE", help=JUNIT_HELP),
     events: str | None = typer.Option(None, "--events", metavar="FILE|-", help=EVENTS_HELP),
-    executor: str | None = typer.Option(None, "--executor", metavar="builtin|claude-code",
+    executor: str | None = typer.Option(None, "--executor", metavar="builtin|claude-code|codex",
                                         help=EXECUTOR_HELP),
     no_review: bool = typer.Option(False, "--no-review",
                                    help="Do not review the merged result at the end (the run "

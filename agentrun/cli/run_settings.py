@@ -34,17 +34,19 @@ def refuse_critical(spec: Spec) -> None:
 def choose_executor(name: str, provider: str, dry_run: bool) -> str:
     """The executor asked for, checked before any worktree exists: a CLI executor needs its
     CLI installed (exit 3) and its own provider's models (exit 2)."""
-    if name not in ("builtin", "claude-code"):
-        raise BadInput(f"invalid --executor {name!r}", hint="use builtin or claude-code")
-    if name == "claude-code":
-        if provider != "anthropic":
-            raise BadInput(f"the claude-code executor calls Anthropic models, but the provider "
-                           f"is {provider}", hint="use --provider anthropic (and a claude-* "
-                                                  "model), or --executor builtin")
+    clis = {"claude-code": ("anthropic", "claude-*"), "codex": ("openai", "gpt-*")}
+    if name != "builtin" and name not in clis:
+        raise BadInput(f"invalid --executor {name!r}", hint="use builtin, claude-code or codex")
+    if name in clis:
+        needed, models = clis[name]
+        if provider != needed:
+            raise BadInput(f"the {name} executor calls {needed} models, but the provider is "
+                           f"{provider}", hint=f"use --provider {needed} (and a {models} "
+                                               "model), or --executor builtin")
         if not dry_run:
-            from agentrun.executors.claude_code import find_cli
+            from agentrun.executors import claude_code, codex
 
-            find_cli()
+            (claude_code if name == "claude-code" else codex).find_cli()
     return name
 
 

@@ -11,29 +11,22 @@ the same session, then the attempt fails with the reason.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
-import shutil
-import signal
-import subprocess
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from agentrun.agent.prompts import render
 from agentrun.agent.results import AttemptOutcome, Submission
 from agentrun.errors import CannotStart
+from agentrun.executors import headless
 from agentrun.executors.base import AgentTask, Attempt
+from agentrun.executors.headless import Cli
 from agentrun.executors.keyproxy import KeyProxy
-from agentrun.protocol import Status, StopReason
+from agentrun.protocol import StopReason
 from agentrun.providers.base import Usage
 from agentrun.sandbox.base import Sandbox
-from agentrun.tools.agent_tools import SubmitResult
 from agentrun.tools.base import CommandPolicy
 from agentrun.tools.environment import private_home, scrubbed_env
 
@@ -45,34 +38,11 @@ QUIET = {"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_RE
 # what the CLI may do without asking: edits (acceptEdits) and these; its sandbox confines them
 ALLOWED_TOOLS = "Bash Edit MultiEdit Write Read Glob Grep LS NotebookEdit TodoWrite"
 WRITE_TOOLS = {"Bash", "Edit", "MultiEdit", "Write", "NotebookEdit"}
-_FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)\n[ \t]*```", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class Cli:
-    """An installed CLI: the path of its executable and its version."""
-
-    exe: str
-    version: str
 
 
 def find_cli(exe: str = "claude") -> Cli:
     """The `claude` CLI, checked to run and to be recent enough; CannotStart otherwise."""
-    path = shutil.which(exe)
-    if path is None:
-        raise CannotStart(f"the Claude Code CLI (`{exe}`) is not installed",
-                          hint=f"install it: {INSTALL}; or run with --executor builtin")
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60,
-                             check=False, stdin=subprocess.DEVNULL).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise CannotStart(f"`{path} --version` did not run: {exc}",
-                          hint=f"reinstall it: {INSTALL}") from None
-    match = re.match(r"(\d+)\.(\d+)\.(\d+)", out)
-    if match is None or int(match.group(1)) < MIN_MAJOR:
-        raise CannotStart(f"Claude Code {out or '(unknown version)'} at {path} is too old: "
-                          f"version {MIN_MAJOR}.x or later is needed", hint=f"update: {INSTALL}")
-    return Cli(str(Path(path).resolve()), match.group(0))
+    return headless.find_cli(exe, "Claude Code", INSTALL, (MIN_MAJOR, 0, 0))
 
 
 @dataclass
@@ -198,7 +168,7 @@ class ClaudeCodeExecutor:
                 report = _report(again)
         usage = self._usage(stream)
         attempt.budget.tokens.add(usage)
-        return _outcome(stream, report, stop, usage)
+        return headless.outcome(stream, report, stop, usage)
 
     def _run(self, task: AgentTask, attempt: Attempt, proxy: KeyProxy, prompt: str,
              resume: str | None) -> tuple[_Stream, StopReason | None]:
@@ -220,11 +190,11 @@ class ClaudeCodeExecutor:
             argv += ["--max-turns", str(task.limits.max_steps)]
         attempt.transcript.record("cli_start", argv=[*argv[:2], "(prompt)", *argv[3:]],
                                   resume=resume)
-        watcher = _CancelWatcher(budget.cancel, self.sandbox)
+        watcher = headless.CancelWatcher(budget.cancel, self.sandbox)
         with watcher:
             result = self.sandbox.run(argv, cwd=Path(task.worktree),
                                       timeout_s=max(1.0, budget.time_left()), env=env,
-                                      on_output=_guarded(stream.feed))
+                                      on_output=headless.guarded(stream.feed))
         if stream.pending:
             stream.line(stream.pending.decode("utf-8", "replace"))
         stop = StopReason.INTERRUPTED if watcher.fired else \
@@ -240,30 +210,6 @@ class ClaudeCodeExecutor:
         return _usage((stream.final or {}).get("usage"))
 
 
-class _CancelWatcher:
-    """Stops the CLI when the worker is told to stop (the sandbox call itself blocks)."""
-
-    def __init__(self, cancel: threading.Event, sandbox: Sandbox) -> None:
-        self.cancel, self.sandbox, self.fired = cancel, sandbox, False
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-
-    def _watch(self) -> None:
-        while not self._done.wait(0.05):
-            if self.cancel.is_set():
-                self.fired = True
-                self.sandbox.kill_all(signal.SIGTERM)
-                return
-
-    def __enter__(self) -> _CancelWatcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
-
-
 def _usage(raw: Any) -> Usage:
     """Anthropic's usage fields as a `Usage`."""
     raw = raw if isinstance(raw, dict) else {}
@@ -274,14 +220,6 @@ def _usage(raw: Any) -> Usage:
 
     return Usage(count("input_tokens"), count("output_tokens"),
                  count("cache_read_input_tokens"), count("cache_creation_input_tokens"))
-
-
-def _guarded(feed: Callable[[bytes], None]) -> Callable[[bytes], None]:
-    """A failure to follow the stream must not stop the output being read."""
-    def safe(chunk: bytes) -> None:
-        with contextlib.suppress(Exception):  # the transcript and the result still get it
-            feed(chunk)
-    return safe
 
 
 def _merged(first: _Stream, second: _Stream) -> _Stream:
@@ -300,33 +238,5 @@ def _merged(first: _Stream, second: _Stream) -> _Stream:
 def _report(stream: _Stream) -> Submission | str:
     """The submission in the CLI's final message, or what is wrong with it."""
     final = stream.final or {}
-    if final.get("is_error"):
-        return f"the CLI reported an error: {str(final.get('result') or final)[:500]}"
-    blocks = _FENCE.findall(str(final.get("result") or ""))
-    if not blocks:
-        return "the final message has no fenced JSON block with the result"
-    try:
-        args = SubmitResult.Args.model_validate_json(blocks[-1])
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        return f"the result block is invalid: {'.'.join(map(str, err['loc']))}: {err['msg']}"
-    return Submission(args.status, args.summary, list(args.criteria_met), list(args.deviations),
-                      args.error, None, args.no_change_needed)
-
-
-def _outcome(stream: _Stream, report: Submission | str, stop: StopReason | None,
-             usage: Usage) -> AttemptOutcome:
-    where = {"steps": stream.steps, "usage": usage, "wrote": stream.wrote,
-             "last_thought": stream.last_thought, "last_action": stream.last_action,
-             "observation": stream.observation}
-    if stop is not None:
-        return AttemptOutcome(status=Status.FAILED, stop_reason=stop,
-                              summary=f"Stopped ({stop}) after {stream.steps} steps.",
-                              error=f"the CLI was stopped: {stop}", **where)
-    if isinstance(report, str):
-        return AttemptOutcome(status=Status.FAILED, stop_reason=StopReason.ERROR,
-                              summary=stream.last_thought[:1000], error=report, **where)
-    return AttemptOutcome(status=report.status, stop_reason=StopReason.COMPLETED,
-                          summary=report.summary, error=report.error, submission=report,
-                          criteria_met=report.criteria_met, deviations=report.deviations,
-                          no_change_needed=report.no_change_needed, **where)
+    return headless.read_report(str(final.get("result") or ""), str(final.get("result") or final)
+                                if final.get("is_error") else None)

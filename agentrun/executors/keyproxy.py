@@ -1,9 +1,9 @@
 """A forwarder on 127.0.0.1 that holds the model API key for a coding-agent CLI.
 
-A CLI such as Claude Code needs a key to call its model, and every command it runs inherits
-its environment. So the CLI never gets the key: it gets this forwarder's URL and a token that
-is good only here, for the length of one attempt; the forwarder swaps the token for the key and
-streams the answer back unchanged.
+A CLI such as Claude Code or Codex needs a key to call its model, and every command it runs
+inherits its environment. So the CLI never gets the key: it gets this forwarder's URL and a
+token that is good only here, for the length of one attempt; the forwarder swaps the token for
+the key and streams the answer back unchanged.
 """
 
 from __future__ import annotations
@@ -24,15 +24,17 @@ UPSTREAM_TIMEOUT_S = 600.0
 
 
 class KeyProxy:
-    """`with KeyProxy(upstream, key) as proxy:` — give the CLI `proxy.url` and `proxy.token`."""
+    """`with KeyProxy(upstream, key) as proxy:` — give the CLI `proxy.url` and `proxy.token`.
+    `bearer`: the upstream takes the key as `Authorization: Bearer` (OpenAI) rather than as
+    `x-api-key` (Anthropic)."""
 
-    def __init__(self, upstream: str, key: str) -> None:
+    def __init__(self, upstream: str, key: str, *, bearer: bool = False) -> None:
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {upstream}")
         self.scheme, self.host, self.port = parts.scheme, parts.hostname, parts.port
         self.prefix = parts.path.rstrip("/")
-        self.key = key
+        self.key, self.bearer = key, bearer
         self.token = "agentrun-" + secrets.token_urlsafe(24)
         self.requests = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -82,7 +84,11 @@ def _handler(proxy: KeyProxy) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length") or 0)
             body = self.rfile.read(length) if length else None
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _DROP}
-            headers["x-api-key"] = proxy.key
+            if proxy.bearer:  # (no key: a local server that takes none)
+                if proxy.key:
+                    headers["authorization"] = f"Bearer {proxy.key}"
+            else:
+                headers["x-api-key"] = proxy.key
             proxy.requests += 1
             conn = proxy.connection()
             try:

@@ -1,0 +1,247 @@
+"""The Codex executor: an attempt is one headless `codex exec` run in the worktree.
+
+The CLI runs in the worker's sandbox (with the network, which it needs for its model; files
+stay confined to the worktree) with its own sandbox and approvals off: Codex's Linux sandbox
+cannot nest inside agentrun's bubblewrap, so agentrun's confines it instead, as it confines any
+command. Its config and sessions live in a private CODEX_HOME; analytics, feedback and web
+search are off. It gets no API key: it calls its model (the OpenAI Responses API) through a
+`KeyProxy` that holds the key. It reports through its `--json` events: they feed the live
+display and the transcript, and each finished turn carries the session's tokens. Codex reports
+no cost: the worker prices the tokens with agentrun's price table, as for its own loop. Its
+final message must end with a fenced JSON block, read like `submit_result`'s arguments; without
+a valid one the session is resumed once with the question, then the attempt fails with the
+reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentrun.agent.prompts import render
+from agentrun.agent.results import AttemptOutcome, Submission
+from agentrun.errors import CannotStart
+from agentrun.executors import headless
+from agentrun.executors.base import AgentTask, Attempt
+from agentrun.executors.headless import Cli
+from agentrun.executors.keyproxy import KeyProxy
+from agentrun.protocol import StopReason
+from agentrun.providers.base import Usage
+from agentrun.sandbox.base import Sandbox
+from agentrun.tools.base import CommandPolicy
+from agentrun.tools.environment import private_home, scrubbed_env
+
+INSTALL = "npm install -g @openai/codex@0.169"
+DEFAULT_UPSTREAM = "https://api.openai.com/v1"
+MINIMUM = (0, 169, 0)  # the version whose events and options this follows
+PROVIDER = "agentrun"  # the model provider entry the CLI is given (its key proxy)
+# the CLI's items that are tool calls, as the display names them; the first two write files
+TOOL_ITEMS = {"command_execution": "shell", "file_change": "apply_patch",
+              "mcp_tool_call": "mcp", "web_search": "web_search"}
+WRITE_ITEMS = {"command_execution", "file_change"}
+
+
+def find_cli(exe: str = "codex") -> Cli:
+    """The `codex` CLI, checked to run and to be recent enough; CannotStart otherwise."""
+    return headless.find_cli(exe, "Codex", INSTALL, MINIMUM)
+
+
+def config_dir() -> Path:
+    """The CLI's CODEX_HOME: in the worker's private HOME, which is removed when the worker
+    ends, and kept between the CLI's runs of one attempt (for `exec resume`)."""
+    path = private_home() / ".codex"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def from_environment(model: str, sandbox: Sandbox, environ: Mapping[str, str]) -> CodexExecutor:
+    """The executor for a worker: the installed CLI, and the OpenAI server and key of the
+    worker's environment (which only the key proxy gets)."""
+    key, base_url = environ.get("OPENAI_API_KEY", ""), environ.get("OPENAI_BASE_URL", "")
+    if not key and not base_url:
+        raise CannotStart("the codex executor needs OPENAI_API_KEY",
+                          hint="set it in the environment or in ~/.config/agentrun/config.yaml")
+    return CodexExecutor(find_cli(), model, sandbox, key=key, config_dir=config_dir(),
+                         upstream=base_url or DEFAULT_UPSTREAM)
+
+
+@dataclass
+class _Stream:
+    """What the CLI's `--json` events said, followed as they arrive."""
+
+    emit: Callable[[dict[str, Any]], None]
+    record: Callable[..., None]
+    group: str
+    # the session's tokens when this process started: a turn's usage is the session's total
+    # so far (a resumed session's includes the first run's)
+    reported: Usage = field(default_factory=Usage)
+    pending: bytes = b""
+    session: str | None = None
+    steps: int = 0
+    wrote: bool = False
+    last_thought: str = ""
+    last_action: str = ""
+    observation: str = ""
+    message: str = ""  # the last agent message: the one that carries the result block
+    turns: int = 0  # turns that completed
+    failure: str | None = None
+    noise: list[str] = field(default_factory=list)
+    spent: Usage = field(default_factory=Usage)  # by this process, as the turns ended
+
+    def feed(self, chunk: bytes) -> None:
+        self.pending += chunk
+        *lines, self.pending = self.pending.split(b"\n")
+        for line in lines:
+            self.line(line.decode("utf-8", "replace"))
+
+    def line(self, text: str) -> None:
+        try:
+            event = json.loads(text)
+        except ValueError:
+            if text.strip():
+                self.noise = [*self.noise[-19:], text]
+            return
+        if not isinstance(event, dict):
+            return
+        kind = event.get("type")
+        if kind == "thread.started":
+            self.session = str(event.get("thread_id") or "") or self.session
+        elif kind == "item.completed":
+            self._item(event.get("item") or {})
+        elif kind == "turn.completed":
+            self._turn(event.get("usage"))
+        elif kind in ("turn.failed", "error"):
+            error = event.get("error") if kind == "turn.failed" else event
+            self.failure = str((error or {}).get("message") or event)
+        self.record("cli_event", event=event)
+
+    def _item(self, item: dict[str, Any]) -> None:
+        kind = item.get("type")
+        if kind == "agent_message":
+            self.message = str(item.get("text") or "")
+            self.last_thought = self.message.strip() or self.last_thought
+        elif kind in TOOL_ITEMS:
+            target = item.get("command") or ", ".join(
+                str(c.get("path")) for c in item.get("changes") or [] if isinstance(c, dict))
+            self.last_action = f"{TOOL_ITEMS[kind]} {target}".strip()
+            self.observation = str(item.get("aggregated_output") or "")[:2000]
+            self.wrote = self.wrote or kind in WRITE_ITEMS
+            self.steps += 1
+            self._emit(TOOL_ITEMS[kind], Usage())
+
+    def _turn(self, raw: Any) -> None:
+        """A turn ended: what it cost is the session's total less what was counted before
+        (or, from a CLI that reports each turn alone, its usage as it is)."""
+        total = _usage(raw)
+        before = self.reported + self.spent
+        turn = _less(total, before) if total.total >= before.total else total
+        self.spent = self.spent + turn
+        self.turns += 1
+        self._emit(None, turn)
+
+    def _emit(self, tool: str | None, turn: Usage) -> None:
+        self.emit({"type": "step", "step": self.steps, "tool": tool,
+                   "tokens": self.spent.total, "usage": turn.to_dict(),
+                   "worker_usage": self.spent.to_dict(), "group": self.group})
+
+
+class CodexExecutor:
+    """Runs attempts with the `codex` CLI; `upstream` and `key` are the real model server and
+    key, which only the worker's `KeyProxy` holds."""
+
+    def __init__(self, cli: Cli, model: str, sandbox: Sandbox, *, upstream: str, key: str,
+                 config_dir: Path) -> None:
+        self.cli, self.model, self.sandbox = cli, model, sandbox
+        self.upstream, self.key = upstream, key
+        self.config_dir = config_dir  # its CODEX_HOME, kept between its runs (for resume)
+
+    def describe(self) -> dict[str, str]:
+        return {"provider": "codex", "model": self.model, "executor": "codex",
+                "cli_version": self.cli.version}
+
+    def run_attempt(self, task: AgentTask, attempt: Attempt) -> AttemptOutcome:
+        attempt.before_write()  # the CLI may write from its first moment
+        with KeyProxy(self.upstream, self.key, bearer=True) as proxy:
+            stream, stop = self._run(task, attempt, proxy, attempt.text, None, Usage())
+            spent = stream.spent
+            report = _report(stream)
+            if isinstance(report, str) and stop is None and stream.session and \
+                    stream.failure is None and stream.turns:
+                attempt.transcript.record("cli_reask", reason=report)
+                again, stop = self._run(task, attempt, proxy, render(
+                    "codex_reask", {"problem": report}, task.project_root),
+                    stream.session, spent)
+                again.steps += stream.steps
+                again.wrote = again.wrote or stream.wrote
+                spent, stream, report = spent + again.spent, again, _report(again)
+        attempt.budget.tokens.add(spent)
+        return headless.outcome(stream, report, stop, spent)
+
+    def _run(self, task: AgentTask, attempt: Attempt, proxy: KeyProxy, prompt: str,
+             resume: str | None, reported: Usage) -> tuple[_Stream, StopReason | None]:
+        """One CLI process; (what it said, why it was stopped — None if it ended itself)."""
+        budget = attempt.budget
+        stream = _Stream(emit=attempt.on_event or (lambda e: None),
+                         record=attempt.transcript.record, group=task.group, reported=reported)
+        system = render("codex_system", {}, task.project_root)
+        argv = [self.cli.exe, "exec", *(["resume"] if resume else []), "--json",
+                "--skip-git-repo-check", "--model", self.model,
+                # agentrun's sandbox confines the CLI and what it runs (see the docstring)
+                "--dangerously-bypass-approvals-and-sandbox",
+                *_settings(proxy.url, system), "--", *([resume] if resume else [])]
+        env, _secrets = scrubbed_env(task.command_policy or CommandPolicy())
+        env = {**env, "PATH": f"{Path(self.cli.exe).parent}:{env.get('PATH', '')}",
+               "CODEX_HOME": str(self.config_dir), "OPENAI_API_KEY": proxy.token}
+        env.pop("OPENAI_BASE_URL", None)
+        attempt.transcript.record("cli_start", argv=[*argv, "(prompt)"], resume=resume)
+        watcher = headless.CancelWatcher(budget.cancel, self.sandbox)
+        with watcher:
+            result = self.sandbox.run([*argv, prompt], cwd=Path(task.worktree),
+                                      timeout_s=max(1.0, budget.time_left()), env=env,
+                                      on_output=headless.guarded(stream.feed))
+        if stream.pending:
+            stream.line(stream.pending.decode("utf-8", "replace"))
+        stop = StopReason.INTERRUPTED if watcher.fired else \
+            StopReason.TIMEOUT if result.timed_out else None
+        if stop is None and stream.failure is None and (result.exit_code or not stream.turns):
+            tail = "\n".join(stream.noise[-5:]) or result.output[-1000:]
+            stream.failure = (f"the CLI exited with code {result.exit_code} without "
+                              f"finishing its turn: {tail.strip()}")
+        return stream, stop
+
+
+def _settings(proxy_url: str, system: str) -> list[str]:
+    """`-c` overrides: the model through the key proxy, instructions, nothing else sent out."""
+    provider = (f'{{name="{PROVIDER}", base_url="{proxy_url}", env_key="OPENAI_API_KEY", '
+                f'wire_api="responses"}}')
+    pairs = [("model_provider", f'"{PROVIDER}"'), (f"model_providers.{PROVIDER}", provider),
+             ("developer_instructions", json.dumps(system)),  # a JSON string is a TOML one
+             ("web_search", '"disabled"'), ("analytics.enabled", "false"),
+             ("feedback.enabled", "false"), ("check_for_update_on_startup", "false")]
+    return [arg for key, value in pairs for arg in ("-c", f"{key}={value}")]
+
+
+def _usage(raw: Any) -> Usage:
+    """Codex's usage fields as a `Usage` (its `input_tokens` include the cached ones)."""
+    raw = raw if isinstance(raw, dict) else {}
+
+    def count(name: str) -> int:
+        value = raw.get(name)
+        return value if isinstance(value, int) else 0
+
+    cached = count("cached_input_tokens")
+    return Usage(max(0, count("input_tokens") - cached), count("output_tokens"), cached,
+                 count("cache_write_input_tokens"))
+
+
+def _less(total: Usage, before: Usage) -> Usage:
+    return Usage(*(max(0, a - b) for a, b in zip(total.to_dict().values(),
+                                                 before.to_dict().values(), strict=True)))
+
+
+def _report(stream: _Stream) -> Submission | str:
+    """The submission in the CLI's last message, or what is wrong with it."""
+    return headless.read_report(stream.message, stream.failure)

@@ -1,0 +1,135 @@
+"""What the coding-agent CLI executors (Claude Code, Codex) share: finding the installed CLI,
+stopping it when the worker is told to stop, reading the fenced JSON result block of its last
+message like `submit_result`'s arguments, and turning a run into an `AttemptOutcome`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import ValidationError
+
+from agentrun.agent.results import AttemptOutcome, Submission
+from agentrun.errors import CannotStart
+from agentrun.protocol import Status, StopReason
+from agentrun.providers.base import Usage
+from agentrun.sandbox.base import Sandbox
+from agentrun.tools.agent_tools import SubmitResult
+
+FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)\n[ \t]*```", re.DOTALL)
+_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class Cli:
+    """An installed CLI: the path of its executable and its version."""
+
+    exe: str
+    version: str
+
+
+def find_cli(exe: str, product: str, install: str, minimum: tuple[int, int, int]) -> Cli:
+    """The CLI `exe`, checked to run and to be at least `minimum`; CannotStart (with the
+    `install` command) otherwise."""
+    path = shutil.which(exe)
+    if path is None:
+        raise CannotStart(f"the {product} CLI (`{exe}`) is not installed",
+                          hint=f"install it: {install}; or run with --executor builtin")
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60,
+                             check=False, stdin=subprocess.DEVNULL).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CannotStart(f"`{path} --version` did not run: {exc}",
+                          hint=f"reinstall it: {install}") from None
+    match = _VERSION.search(out)
+    if match is None or tuple(int(g) for g in match.groups()) < minimum:
+        need = f"{minimum[0]}.x" if minimum[0] else f"0.{minimum[1]}"
+        raise CannotStart(f"{product} {out or '(unknown version)'} at {path} is too old: "
+                          f"version {need} or later is needed", hint=f"update: {install}")
+    return Cli(str(Path(path).resolve()), match.group(0))
+
+
+class CancelWatcher:
+    """Stops the CLI when the worker is told to stop (the sandbox call itself blocks)."""
+
+    def __init__(self, cancel: threading.Event, sandbox: Sandbox) -> None:
+        self.cancel, self.sandbox, self.fired = cancel, sandbox, False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.05):
+            if self.cancel.is_set():
+                self.fired = True
+                self.sandbox.kill_all(signal.SIGTERM)
+                return
+
+    def __enter__(self) -> CancelWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def guarded(feed: Callable[[bytes], None]) -> Callable[[bytes], None]:
+    """A failure to follow the stream must not stop the output being read."""
+    def safe(chunk: bytes) -> None:
+        with contextlib.suppress(Exception):  # the transcript and the result still get it
+            feed(chunk)
+    return safe
+
+
+def read_report(final_message: str, error: str | None = None) -> Submission | str:
+    """The submission in the CLI's final message, or what is wrong with it (`error`: the CLI
+    said it failed)."""
+    if error is not None:
+        return f"the CLI reported an error: {error[:500]}"
+    blocks = FENCE.findall(final_message)
+    if not blocks:
+        return "the final message has no fenced JSON block with the result"
+    try:
+        args = SubmitResult.Args.model_validate_json(blocks[-1])
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        return f"the result block is invalid: {'.'.join(map(str, err['loc']))}: {err['msg']}"
+    return Submission(args.status, args.summary, list(args.criteria_met), list(args.deviations),
+                      args.error, None, args.no_change_needed)
+
+
+class Followed(Protocol):
+    """What following a CLI's stream of events found out, for the outcome."""
+
+    steps: int
+    wrote: bool
+    last_thought: str
+    last_action: str
+    observation: str
+
+
+def outcome(stream: Followed, report: Submission | str, stop: StopReason | None,
+            usage: Usage) -> AttemptOutcome:
+    where = {"steps": stream.steps, "usage": usage, "wrote": stream.wrote,
+             "last_thought": stream.last_thought, "last_action": stream.last_action,
+             "observation": stream.observation}
+    if stop is not None:
+        return AttemptOutcome(status=Status.FAILED, stop_reason=stop,
+                              summary=f"Stopped ({stop}) after {stream.steps} steps.",
+                              error=f"the CLI was stopped: {stop}", **where)
+    if isinstance(report, str):
+        return AttemptOutcome(status=Status.FAILED, stop_reason=StopReason.ERROR,
+                              summary=stream.last_thought[:1000], error=report, **where)
+    return AttemptOutcome(status=report.status, stop_reason=StopReason.COMPLETED,
+                          summary=report.summary, error=report.error, submission=report,
+                          criteria_met=report.criteria_met, deviations=report.deviations,
+                          no_change_needed=report.no_change_needed, **where)
