@@ -1,12 +1,14 @@
 """What an executor sends its model: request tokens per call and per finished group.
 
-The same one-group task (write one file, then report) runs twice through `agentrun run` against
-the fake Anthropic server on 127.0.0.1: once with the built-in loop, once with the Claude Code
-CLI (`--executor claude-code`). The server's own record of every request body is counted with
-the same tokenizer for both, so the figures compare what each executor puts in front of the
-model (system prompt, tool definitions, history), not what either one reports.
+The same one-group task (write one file, then report) runs through `agentrun run` against the
+fake model server on 127.0.0.1: with the built-in loop, with the Claude Code CLI
+(`--executor claude-code`) and with the Codex CLI (`--executor codex`, which the server answers
+in the Responses API). The server's own record of every request body is counted with the same
+tokenizer for all, so the figures compare what each executor puts in front of the model
+(system prompt, tool definitions, history), not what any one reports.
 
-    .venv/bin/python bench/executor_tokens.py [--claude DIR]   # DIR holds the `claude` binary
+    .venv/bin/python bench/executor_tokens.py [--claude DIR] [--codex DIR]
+    # DIR holds the `claude` / `codex` binary
 """
 
 from __future__ import annotations
@@ -54,20 +56,34 @@ def cli_model(request: RecordedRequest) -> Reply:
     return Reply(text=f"Done.\n```json\n{json.dumps(REPORT)}\n```")
 
 
-def run(executor: str, claude_dir: str | None) -> list[int]:
+def codex_model(request: RecordedRequest) -> Reply:
+    said = json.dumps(request.body.get("input") or [])
+    if "function_call_output" not in said:
+        return Reply(tool_calls=[{"name": "exec_command", "arguments": {
+            "cmd": f"mkdir -p src && printf 'made\\n' > {FILE}"}}])
+    return Reply(text=f"Done.\n```json\n{json.dumps(REPORT)}\n```")
+
+
+MODELS = {"builtin": builtin_model, "claude-code": cli_model, "codex": codex_model}
+
+
+def run(executor: str, cli_dir: str | None) -> list[int]:
     """Request tokens of every model call of one run with `executor`."""
-    model = cli_model if executor == "claude-code" else builtin_model
+    model = MODELS[executor]
     with tempfile.TemporaryDirectory() as tmp, FakeModelServer(responder=model) as server:
         root = init_repo(Path(tmp) / "p", {
             ".specflow/STATE.md": STATE_MD.format(spec=SPEC),
             f".specflow/specs/{SPEC}.md": spec_text(SPEC, [("G1", [], FILE)]),
             ".gitignore": ".specflow/runs/\n"})
         env = {**os.environ, "ANTHROPIC_BASE_URL": server.anthropic_base_url,
-               "ANTHROPIC_API_KEY": "bench-key"}
-        if claude_dir:
-            env["PATH"] = f"{claude_dir}{os.pathsep}{env['PATH']}"
+               "ANTHROPIC_API_KEY": "bench-key", "OPENAI_BASE_URL": server.openai_base_url,
+               "OPENAI_API_KEY": "bench-key"}
+        if cli_dir:
+            env["PATH"] = f"{cli_dir}{os.pathsep}{env['PATH']}"
+        provider, name = ("openai", "gpt-5") if executor == "codex" else \
+            ("anthropic", "claude-sonnet-4-6")
         proc = subprocess.run([sys.executable, "-m", "agentrun", "run", SPEC, "--yes", "--json",
-                               "--provider", "anthropic", "--model", "claude-sonnet-4-6",
+                               "--provider", provider, "--model", name,
                                "--executor", executor, "--mode", "orchestrated", "--no-review"],
                               cwd=root, env=env, capture_output=True, text=True, timeout=600)
         status = json.loads(proc.stdout).get("status") if proc.stdout.strip() else None
@@ -80,14 +96,17 @@ def run(executor: str, claude_dir: str | None) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default = Path.home() / ".cache/agentrun-tests/claude-code/node_modules/.bin"
-    parser.add_argument("--claude", default=str(default) if default.exists() else None)
+    for flag, folder in (("--claude", "claude-code"), ("--codex", "codex")):
+        default = Path.home() / f".cache/agentrun-tests/{folder}/node_modules/.bin"
+        parser.add_argument(flag, default=str(default) if default.exists() else None)
     args = parser.parse_args()
     rows = [("builtin", run("builtin", None))]
-    if args.claude or shutil.which("claude"):
-        rows.append(("claude-code", run("claude-code", args.claude)))
-    else:
-        print("claude-code: the `claude` CLI is not installed (pass --claude DIR)")
+    for executor, exe, given in (("claude-code", "claude", args.claude),
+                                 ("codex", "codex", args.codex)):
+        if given or shutil.which(exe):
+            rows.append((executor, run(executor, given)))
+        else:
+            print(f"{executor}: the `{exe}` CLI is not installed (pass --{exe} DIR)")
     print(f"{'executor':<12} {'calls':>5} {'tokens/call':>12} {'tokens/group':>13}")
     for name, calls in rows:
         print(f"{name:<12} {len(calls):>5} {sum(calls) // max(1, len(calls)):>12,} "

@@ -166,13 +166,15 @@ def test_a_missing_result_gets_one_follow_up_in_the_same_session(tmp_path, codex
     model = CodexModel(finals={"src/alpha.txt": ["All done, the file is written."],
                                "src/beta.txt": ["The file is written.", report()]})
     with FakeModelServer(responder=model) as server:
-        proc = run(root, server, codex_bin, "--max-retries", "0")
+        proc = run(root, server, codex_bin, "--retries", "0")
     assert proc.returncode == 1, proc.stderr
     never, late = proc.json["groups"]["G1"], proc.json["groups"]["G2"]
     assert never["status"] == "partial" and never["files_created"] == ["src/alpha.txt"]
     assert "no fenced JSON block" in never["error"]
     assert model.ended["src/alpha.txt"] == 2  # the follow-up got no block either
     assert late["status"] == "complete" and (root / "src/beta.txt").exists()
+    # three model calls, counted once: the resumed session reports the first run's again
+    assert never["usage"]["input_tokens"] == late["usage"]["input_tokens"] == 300
     # the follow-up continued the conversation: the first run's tool call is in its history
     resumed = [r for r in server.requests if REASK in said(r)]
     assert len(resumed) == 2 and all("function_call_output" in said(r) for r in resumed)
@@ -183,7 +185,7 @@ def test_a_cli_error_and_a_timeout_fail_their_groups(tmp_path, codex_bin):
     model = CodexModel(errors={"src/alpha.txt": Error(400, "model zzz-4711 is unknown"),
                                "src/beta.txt": Reply(text="...", delay_s=60)})
     with FakeModelServer(responder=model) as server:
-        proc = run(root, server, codex_bin, "--max-retries", "0", "--worker-timeout", "8")
+        proc = run(root, server, codex_bin, "--retries", "0", "--worker-timeout", "8")
     assert proc.returncode == 1, proc.stderr
     error, slow = proc.json["groups"]["G1"], proc.json["groups"]["G2"]
     assert error["status"] == "failed" and error["stop_reason"] == "error"
