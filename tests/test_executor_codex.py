@@ -193,15 +193,31 @@ def test_a_cli_error_and_a_timeout_fail_their_groups(tmp_path, codex_bin):
     assert slow["status"] == "failed" and slow["stop_reason"] == "timeout"
 
 
-def test_a_missing_cli_stops_the_run_before_any_worker(tmp_path):
+def test_a_missing_or_old_cli_stops_the_run_before_any_worker(tmp_path):
+    """Config `executor: codex` chooses it; without the CLI, or with one too old, the run
+    stops before any worktree with the install command."""
     root = make_project(tmp_path / "project")
+    (root / ".specflow/config.yaml").write_text("executor: codex\n")
+    run_git(root, "add", "-A")
+    run_git(root, "commit", "-qm", "workers run on codex")
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "codex").write_text("#!/bin/sh\necho codex-cli 0.100.0\n")
+    (old / "codex").chmod(0o755)
     with FakeModelServer(responder=CodexModel()) as server:
-        proc = run(root, server, None)
+        proc = agentrun("run", SPEC, "--provider", "openai", "--model", MODEL, "--yes",
+                        "--json", "--no-review", env=env_for(server, None), cwd=root)
+        older = run(root, server, old)
         wrong = agentrun("run", SPEC, "--executor", "codex", "--provider", "anthropic",
                          "--yes", "--json", env={"ANTHROPIC_BASE_URL": server.base_url,
                                                  "ANTHROPIC_API_KEY": "k"}, cwd=root)
-    assert proc.returncode == 3
+    assert proc.returncode == 3, proc.stderr
+    assert "`codex`) is not installed" in proc.json["error"]["message"]
     assert "npm install -g @openai/codex" in proc.json["error"]["hint"]
+    assert older.returncode == 3, older.stderr
+    assert "0.100.0" in older.json["error"]["message"]
+    assert "0.169 or later" in older.json["error"]["message"]
+    assert "npm install -g @openai/codex" in older.json["error"]["hint"]
     assert not server.requests
     assert run_git(root, "worktree", "list").count("\n") == 0  # no worktree was made
     assert wrong.returncode == 2  # Codex calls OpenAI models
