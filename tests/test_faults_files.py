@@ -186,31 +186,27 @@ def test_init_then_a_spec_then_run_commits_scaffolding_and_spec_first(tmp_path):
     assert run_git(root, "status", "--porcelain") == ""
 
 
-def test_any_other_change_still_stops_the_run_and_nothing_is_committed(tmp_path):
+def test_dry_run_commits_nothing_and_any_other_change_still_stops_the_run(tmp_path):
+    """Three cases on one fresh project, none of which commits or writes a tracked file: a dry
+    run, then a file of the user's, then (that file gone) the user's own edit to .gitignore."""
     root = fresh_project(tmp_path / "p")
-    (root / "notes.txt").write_text("mine\n")
     before = head(root)
+    proc = run_fresh(root, "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert head(root) == before
+
+    (root / "notes.txt").write_text("mine\n")
     proc = run_fresh(root)
     assert proc.returncode == 3, proc.stderr
     assert "uncommitted changes: notes.txt" in proc.stderr
     assert ".gitignore" not in proc.stderr and "config.yaml" not in proc.stderr
     assert head(root) == before and no_worktrees(root)
 
-
-def test_a_gitignore_with_the_users_own_edits_is_not_ours_to_commit(tmp_path):
-    root = fresh_project(tmp_path / "p")
+    (root / "notes.txt").unlink()
     with (root / ".gitignore").open("a") as fh:
         fh.write("build/\n")
     proc = run_fresh(root)
     assert proc.returncode == 3 and "uncommitted changes: .gitignore" in proc.stderr
-
-
-def test_dry_run_commits_nothing(tmp_path):
-    root = fresh_project(tmp_path / "p")
-    before = head(root)
-    proc = run_fresh(root, "--dry-run")
-    assert proc.returncode == 0, proc.stderr
-    assert head(root) == before
 
 
 def test_a_users_edit_to_the_spec_is_committed_before_the_workers_start(tmp_path):
