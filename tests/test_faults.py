@@ -121,7 +121,7 @@ def test_every_interrupt_is_exit_130_with_one_line(tmp_path):
     outcomes = []
     with ThreadPoolExecutor(max_workers=2) as pool:
         for i, delay in enumerate((0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.5)):
-            runs = {sig: pool.submit(interrupt, slow_project(tmp_path / f"p{i}-{sig.name}"),
+            runs = {sig: pool.submit(interrupt, slow_project(tmp_path / f"p{i}-{int(sig)}"),
                                      sig, delay) for sig in (signal.SIGINT, signal.SIGTERM)}
             outcomes += [(sig, delay, run.result()) for sig, run in runs.items()]
     for sig, delay, done in outcomes:
