@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -102,27 +103,34 @@ def wait_for_handler(pid: int, sig: int, limit: float) -> None:
         time.sleep(0.002)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_every_interrupt_is_exit_130_with_one_line(tmp_path, sig):
+def interrupt(root: Path, sig: signal.Signals, delay: float) -> CliResult:
+    proc = start("run", "SPEC-1", *scripted()[:-1], cwd=root)  # plain output
+    wait_for_handler(proc.pid, signal.SIGINT, 10)
+    wait_for_handler(proc.pid, signal.SIGTERM, 0.15)
+    time.sleep(delay)
+    proc.send_signal(sig)
+    return finish(proc, timeout=90)
+
+
+def test_every_interrupt_is_exit_130_with_one_line(tmp_path):
     """Right after the interpreter starts, while the CLI imports, through preparation and
     into the run. Delays count from when the interpreter is up (it handles SIGINT) and agentrun
     handles SIGTERM, or 0.15 s later at most: a signal before the interpreter runs any code is
-    the operating system's to handle."""
+    the operating system's to handle. For each delay a SIGINT run and a SIGTERM run go side by
+    side, each timed from its own process."""
     outcomes = []
-    for i, delay in enumerate((0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.5)):
-        root = slow_project(tmp_path / f"p{i}")
-        proc = start("run", "SPEC-1", *scripted()[:-1], cwd=root)  # plain output
-        wait_for_handler(proc.pid, signal.SIGINT, 10)
-        wait_for_handler(proc.pid, signal.SIGTERM, 0.15)
-        time.sleep(delay)
-        proc.send_signal(sig)
-        done = finish(proc, timeout=90)
-        outcomes.append((delay, done.returncode, done.stderr))
-    for delay, code, stderr in outcomes:
-        assert code == 130, (delay, code, stderr)
-        assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, (delay, stderr)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for i, delay in enumerate((0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.5)):
+            runs = {sig: pool.submit(interrupt, slow_project(tmp_path / f"p{i}-{int(sig)}"),
+                                     sig, delay) for sig in (signal.SIGINT, signal.SIGTERM)}
+            outcomes += [(sig, delay, run.result()) for sig, run in runs.items()]
+    for sig, delay, done in outcomes:
+        code, stderr = done.returncode, done.stderr
+        assert code == 130, (sig.name, delay, code, stderr)
+        assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, \
+            (sig.name, delay, stderr)
         assert len([line for line in stderr.splitlines() if sig.name in line]) == 1, \
-            (delay, stderr)
+            (sig.name, delay, stderr)
 
 
 def read_only_run(root, folder) -> CliResult:

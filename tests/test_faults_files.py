@@ -50,25 +50,6 @@ def relink(link: Path, target: Path, to: str) -> None:
 
 # -- symlinks -------------------------------------------------------------------------------
 
-def test_symlinked_spec_and_state_md_are_written_through_to_their_targets(tmp_path):
-    root = two_groups(tmp_path / "p")
-    spec, state = root / ".specflow/specs/SPEC-1.md", root / ".specflow/STATE.md"
-    relink(spec, root / "docs/SPEC-1.md", "../../docs/SPEC-1.md")
-    relink(state, root / "docs/STATE.md", "../docs/STATE.md")
-    commit_all(root, "keep spec and state in docs/")
-    proc = agentrun("run", "SPEC-1", *scripted(), cwd=root)
-    assert proc.returncode == 0, proc.stderr
-    assert spec.is_symlink() and state.is_symlink()
-    assert str(spec.readlink()) == "../../docs/SPEC-1.md"
-    target = (root / "docs/SPEC-1.md").read_text()
-    assert "## Execution Summary" in target and "status: review" in target
-    assert "Status:** review" in (root / "docs/STATE.md").read_text()
-    changed = run_git(root, "show", "--name-status", "--format=", "HEAD").split("\n")
-    assert "M\tdocs/SPEC-1.md" in changed and "M\tdocs/STATE.md" in changed
-    assert not any(line.startswith("T") for line in changed), changed
-    assert run_git(root, "status", "--porcelain") == ""
-
-
 @pytest.mark.parametrize("which", ["spec", "state"])
 def test_a_symlink_out_of_the_repository_is_refused_before_the_run(tmp_path, which):
     root = two_groups(tmp_path / "p")
@@ -86,17 +67,6 @@ def test_a_symlink_out_of_the_repository_is_refused_before_the_run(tmp_path, whi
     assert no_worktrees(root) and not (root / ".specflow/execution").exists()
 
 
-def test_audit_writes_through_a_symlinked_spec(tmp_path):
-    root = two_groups(tmp_path / "p")
-    spec = root / ".specflow/specs/SPEC-1.md"
-    relink(spec, root / "docs/SPEC-1.md", "../../docs/SPEC-1.md")
-    commit_all(root)
-    proc = audit(root)
-    assert proc.returncode == 0, proc.stderr
-    assert spec.is_symlink()
-    assert "## Audit History" in (root / "docs/SPEC-1.md").read_text()
-
-
 # -- line endings and a BOM -----------------------------------------------------------------
 
 def crlf(text: str, bom: bool) -> bytes:
@@ -107,17 +77,8 @@ def lone_lf(data: bytes) -> int:
     return data.replace(b"\r\n", b"").count(b"\n")
 
 
-@pytest.mark.parametrize("bom", [False, True])
-def test_crlf_and_bom_survive_a_run_byte_for_byte(tmp_path, bom):
-    root = two_groups(tmp_path / "p")
-    spec, state = root / ".specflow/specs/SPEC-1.md", root / ".specflow/STATE.md"
-    spec.write_bytes(crlf(spec_text("SPEC-1", TWO), bom))
-    state.write_bytes(crlf(state.read_text(), bom))
-    commit_all(root)
-    old_spec, old_state = spec.read_bytes(), state.read_bytes()
-    proc = agentrun("run", "SPEC-1", *scripted(), cwd=root)
-    assert proc.returncode == 0, proc.stderr
-    new_spec, new_state = spec.read_bytes(), state.read_bytes()
+def assert_crlf_kept(old_spec: bytes, old_state: bytes, new_spec: bytes, new_state: bytes,
+                     bom: bool) -> None:
     for new in (new_spec, new_state):
         assert lone_lf(new) == 0 and new.startswith(b"\xef\xbb\xbf") == bom
     head_part, _, tail = old_spec.partition(b"## Implementation Tasks")
@@ -126,19 +87,65 @@ def test_crlf_and_bom_survive_a_run_byte_for_byte(tmp_path, bom):
     assert b"## Execution Summary\r\n" in new_spec
     decisions = old_state[old_state.index(b"## Decisions"):old_state.index(b"## Warnings")]
     assert decisions in new_state and b"Status:** review\r\n" in new_state
+
+
+def test_crlf_and_bom_survive_a_run_byte_for_byte(tmp_path):
+    root = two_groups(tmp_path / "p")
+    spec, state = root / ".specflow/specs/SPEC-1.md", root / ".specflow/STATE.md"
+    spec.write_bytes(crlf(spec_text("SPEC-1", TWO), bom=True))
+    state.write_bytes(crlf(state.read_text(), bom=True))
+    commit_all(root)
+    old_spec, old_state = spec.read_bytes(), state.read_bytes()
+    proc = agentrun("run", "SPEC-1", *scripted(), cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert_crlf_kept(old_spec, old_state, spec.read_bytes(), state.read_bytes(), bom=True)
     diff = run_git(root, "diff", "--numstat", "HEAD~1", "--", ".specflow/specs/SPEC-1.md")
     assert diff.split()[1] == "1", diff  # one line removed: the status
 
 
-def test_crlf_and_bom_survive_an_audit(tmp_path):
+def test_symlinked_crlf_spec_and_state_md_are_written_through_byte_for_byte(tmp_path):
+    """Two cases in one run: the spec and STATE.md are symlinks into docs/ (written through to
+    their targets), and those targets have CRLF line endings without a BOM (kept so)."""
+    root = two_groups(tmp_path / "p")
+    spec, state = root / ".specflow/specs/SPEC-1.md", root / ".specflow/STATE.md"
+    spec.write_bytes(crlf(spec_text("SPEC-1", TWO), bom=False))
+    state.write_bytes(crlf(state.read_text(), bom=False))
+    relink(spec, root / "docs/SPEC-1.md", "../../docs/SPEC-1.md")
+    relink(state, root / "docs/STATE.md", "../docs/STATE.md")
+    commit_all(root, "keep spec and state in docs/")
+    old_spec, old_state = spec.read_bytes(), state.read_bytes()
+    proc = agentrun("run", "SPEC-1", *scripted(), cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert spec.is_symlink() and state.is_symlink()
+    assert str(spec.readlink()) == "../../docs/SPEC-1.md"
+    target = (root / "docs/SPEC-1.md").read_text()
+    assert "## Execution Summary" in target and "status: review" in target
+    assert "Status:** review" in (root / "docs/STATE.md").read_text()
+    changed = run_git(root, "show", "--name-status", "--format=", "HEAD").split("\n")
+    assert "M\tdocs/SPEC-1.md" in changed and "M\tdocs/STATE.md" in changed
+    assert not any(line.startswith("T") for line in changed), changed
+    assert run_git(root, "status", "--porcelain") == ""
+    new_spec = (root / "docs/SPEC-1.md").read_bytes()
+    new_state = (root / "docs/STATE.md").read_bytes()
+    assert_crlf_kept(old_spec, old_state, new_spec, new_state, bom=False)
+    diff = run_git(root, "diff", "--numstat", "HEAD~1", "--", "docs/SPEC-1.md")
+    assert diff.split()[1] == "1", diff  # one line removed: the status
+
+
+def test_audit_writes_through_a_symlinked_spec_keeping_crlf_and_bom(tmp_path):
+    """Two cases in one audit: the spec is a symlink into docs/ (written through), and its
+    target has CRLF line endings and a BOM (kept so)."""
     root = two_groups(tmp_path / "p")
     spec = root / ".specflow/specs/SPEC-1.md"
     spec.write_bytes(crlf(spec_text("SPEC-1", TWO, status="draft"), bom=True))
+    relink(spec, root / "docs/SPEC-1.md", "../../docs/SPEC-1.md")
     commit_all(root)
     old = spec.read_bytes()
     proc = audit(root)
     assert proc.returncode == 0, proc.stderr
-    new = spec.read_bytes()
+    assert spec.is_symlink()
+    assert "## Audit History" in (root / "docs/SPEC-1.md").read_text()
+    new = (root / "docs/SPEC-1.md").read_bytes()
     assert lone_lf(new) == 0 and new.startswith(b"\xef\xbb\xbf")
     assert b"## Audit History\r\n" in new
     assert new.startswith(old.split(b"status: draft")[0] + b"status: audited\r\n")
@@ -186,31 +193,27 @@ def test_init_then_a_spec_then_run_commits_scaffolding_and_spec_first(tmp_path):
     assert run_git(root, "status", "--porcelain") == ""
 
 
-def test_any_other_change_still_stops_the_run_and_nothing_is_committed(tmp_path):
+def test_dry_run_commits_nothing_and_any_other_change_still_stops_the_run(tmp_path):
+    """Three cases on one fresh project, none of which commits or writes a tracked file: a dry
+    run, then a file of the user's, then (that file gone) the user's own edit to .gitignore."""
     root = fresh_project(tmp_path / "p")
-    (root / "notes.txt").write_text("mine\n")
     before = head(root)
+    proc = run_fresh(root, "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert head(root) == before
+
+    (root / "notes.txt").write_text("mine\n")
     proc = run_fresh(root)
     assert proc.returncode == 3, proc.stderr
     assert "uncommitted changes: notes.txt" in proc.stderr
     assert ".gitignore" not in proc.stderr and "config.yaml" not in proc.stderr
     assert head(root) == before and no_worktrees(root)
 
-
-def test_a_gitignore_with_the_users_own_edits_is_not_ours_to_commit(tmp_path):
-    root = fresh_project(tmp_path / "p")
+    (root / "notes.txt").unlink()
     with (root / ".gitignore").open("a") as fh:
         fh.write("build/\n")
     proc = run_fresh(root)
     assert proc.returncode == 3 and "uncommitted changes: .gitignore" in proc.stderr
-
-
-def test_dry_run_commits_nothing(tmp_path):
-    root = fresh_project(tmp_path / "p")
-    before = head(root)
-    proc = run_fresh(root, "--dry-run")
-    assert proc.returncode == 0, proc.stderr
-    assert head(root) == before
 
 
 def test_a_users_edit_to_the_spec_is_committed_before_the_workers_start(tmp_path):

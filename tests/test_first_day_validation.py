@@ -12,7 +12,9 @@ from clirun import agentrun
 from gitutil import run_git
 from runkit import make_project, scripted, spec_text, writes
 
-PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
+# plugins are not loaded: importing the ones installed here (hypothesis, benchmark) costs more
+# than the tiny suites these fixtures validate
+PYTEST = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {sys.executable} -m pytest -q -p no:cacheprovider"
 FAILING_BASE = {".gitignore": ".specflow/runs/\n__pycache__/\n",
                 "tests/test_base.py": "def test_old_bug():\n    assert 1 == 2\n\n\n"
                                       "def test_fine():\n    pass\n"}

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from clirun import agentrun
 from runkit import make_project, scripted, spec_text, writes
@@ -25,14 +27,32 @@ def met(n: int, evidence: str) -> dict[str, Any]:
     return {"criterion": n, "verdict": "met", "evidence": evidence}
 
 
-def ran_project(tmp_path: Path, reviewer: list[dict[str, Any]]) -> Path:
-    """A project whose spec was run (one file written), with the reviewer's turns scripted."""
-    script = {"default": writes("a.txt", "hello\n", criteria=["every file exists"]),
-              "agents": {"code-reviewer": reviewer}}
-    root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", []), script)
+def script(reviewer: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"default": writes("a.txt", "hello\n", criteria=["every file exists"]),
+            "agents": {"code-reviewer": reviewer}}
+
+
+@pytest.fixture(scope="module")
+def ran_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project whose spec was run (one file written); a review never changes the run, so
+    each test reviews its own copy of it."""
+    root = make_project(tmp_path_factory.mktemp("ran") / "p", "SPEC-1", spec_text("SPEC-1", []),
+                        script([]))
     proc = agentrun("run", "SPEC-1", *scripted(), cwd=root)
     assert proc.returncode == 0, proc.stderr
     return root
+
+
+@pytest.fixture()
+def ran_project(ran_template: Path, tmp_path: Path):
+    """A copy of the run project, with the reviewer's turns scripted."""
+    def make(reviewer: list[dict[str, Any]]) -> Path:
+        root = tmp_path / "p"
+        shutil.copytree(ran_template, root, symlinks=True)
+        (root / ".specflow/script.yaml").write_text(yaml.safe_dump(script(reviewer),
+                                                                   sort_keys=False))
+        return root
+    return make
 
 
 def status(text: str) -> str:
@@ -45,8 +65,8 @@ def appended(before: str, entry: str, new_status: str) -> str:
     return head.rstrip("\n") + "\n\n## Review History\n\n" + entry + "\n"
 
 
-def test_approval_sets_done_and_appends_the_entry_byte_exactly(tmp_path):
-    root = ran_project(tmp_path, [review_turn(
+def test_approval_sets_done_and_appends_the_entry_byte_exactly(ran_project):
+    root = ran_project([review_turn(
         [met(1, "a.txt:1 holds the greeting"), met(2, "git diff --stat: 1 file changed")],
         [{"severity": "minor", "file": "a.txt:1", "issue": "no trailing period",
           "fix": "add one"}])])
@@ -66,8 +86,8 @@ def test_approval_sets_done_and_appends_the_entry_byte_exactly(tmp_path):
     assert "done" in state
 
 
-def test_changes_requested_exits_1_sets_review_and_lists_findings(tmp_path):
-    root = ran_project(tmp_path, [review_turn(
+def test_changes_requested_exits_1_sets_review_and_lists_findings(ran_project):
+    root = ran_project([review_turn(
         [met(1, "a.txt:1"), {"criterion": 2, "verdict": "not met",
                              "evidence": "README.md changed too"}],
         [{"severity": "critical", "file": "a.txt", "issue": "## Constraints\nwrong text",
@@ -83,9 +103,9 @@ def test_changes_requested_exits_1_sets_review_and_lists_findings(tmp_path):
     assert text.count("## Constraints") == 1 + text.count("**## Constraints")
 
 
-def test_a_second_review_is_v2(tmp_path):
+def test_a_second_review_is_v2(ran_project):
     verdicts = [met(1, "a.txt:1"), {"criterion": 2, "verdict": "cannot_tell"}]
-    root = ran_project(tmp_path, [review_turn(verdicts)])
+    root = ran_project([review_turn(verdicts)])
     assert agentrun("review", "SPEC-1", *REVIEW, cwd=root).returncode == 1
     (root / ".specflow/script.yaml").write_text(yaml.safe_dump({"agents": {"code-reviewer": [
         review_turn([met(1, "a.txt:1"), met(2, "git diff")])]}}))
@@ -96,8 +116,8 @@ def test_a_second_review_is_v2(tmp_path):
     assert "### Review v1 (" in text and "### Review v2 (" in text and status(text) == "done"
 
 
-def test_a_reviewer_that_never_submits_is_not_an_approval(tmp_path):
-    root = ran_project(tmp_path, [{"text": "Looks fine to me."}])
+def test_a_reviewer_that_never_submits_is_not_an_approval(ran_project):
+    root = ran_project([{"text": "Looks fine to me."}])
     before = (root / SPEC).read_text()
     proc = agentrun("review", "SPEC-1", *REVIEW, "--json", cwd=root)
     assert proc.returncode == 1
@@ -106,16 +126,16 @@ def test_a_reviewer_that_never_submits_is_not_an_approval(tmp_path):
     assert (root / SPEC).read_text() == before  # nothing written
 
 
-def test_an_invalid_review_is_refused_in_the_conversation(tmp_path):
-    root = ran_project(tmp_path, [review_turn([met(1, "a.txt:1")]),  # criterion 2 missing
-                                  review_turn([met(1, "a.txt:1"), met(2, "git diff")])])
+def test_an_invalid_review_is_refused_in_the_conversation(ran_project):
+    root = ran_project([review_turn([met(1, "a.txt:1")]),  # criterion 2 missing
+                        review_turn([met(1, "a.txt:1"), met(2, "git diff")])])
     proc = agentrun("review", "SPEC-1", *REVIEW, "--json", cwd=root)
     assert proc.returncode == 0, proc.stderr
     assert proc.json["steps"] == 2
 
 
-def test_junit_has_one_case_per_criterion(tmp_path):
-    root = ran_project(tmp_path, [review_turn(
+def test_junit_has_one_case_per_criterion(ran_project):
+    root = ran_project([review_turn(
         [met(1, "a.txt:1"), {"criterion": 2, "verdict": "not_met", "evidence": "no"}])])
     proc = agentrun("review", "SPEC-1", *REVIEW, "--junit", "r.xml", cwd=root)
     assert proc.returncode == 1
@@ -133,17 +153,17 @@ def test_no_run_to_review_exits_2(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_no_model_configured_exits_3(tmp_path):
-    root = ran_project(tmp_path, [])
+def test_no_model_configured_exits_3(ran_project):
+    root = ran_project([])
     env = {"ANTHROPIC_API_KEY": "", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": "",
            "AGENTRUN_PROVIDER": "", "AGENTRUN_MODEL": ""}
     proc = agentrun("review", "SPEC-1", cwd=root, env=env)
     assert proc.returncode == 3, proc.stderr
 
 
-def test_a_spec_without_acceptance_criteria_is_not_approved(tmp_path):
+def test_a_spec_without_acceptance_criteria_is_not_approved(ran_project):
     """Nothing to check against is bad input, never an approval with nothing checked."""
-    root = ran_project(tmp_path, [])
+    root = ran_project([])
     spec = root / SPEC
     text = spec.read_text()
     spec.write_text(text.replace("- [ ] every file exists\n- [ ] nothing else changes\n", ""))

@@ -82,22 +82,6 @@ def test_an_approved_run_is_complete_and_the_review_is_appended(tmp_path):
     assert "Review: code-reviewer once the work is merged (fix cycles: 0)" in proc.stderr
 
 
-def test_changes_requested_leave_the_run_partial(tmp_path):
-    root = project(tmp_path, [review_turn(APPROVE, [FINDING])])
-    proc = run(root)
-    assert proc.returncode == 1, proc.stderr
-    doc = proc.json
-    assert doc["status"] == "partial" and doc["stop_reason"] == "review"
-    assert doc["review"]["result"] == "CHANGES_REQUESTED" and doc["review"]["version"] == 1
-    assert doc["groups"]["single"]["status"] == "complete"  # the work itself merged
-    text = (root / SPEC).read_text()
-    assert status(text) == "review"
-    assert "**Result:** CHANGES_REQUESTED" in history(text)
-    assert "**Review:** CHANGES_REQUESTED (Review v1" in text
-    state_md = (root / ".specflow/STATE.md").read_text()
-    assert "agentrun fix SPEC-1" in state_md
-
-
 def fixer() -> list[dict[str, Any]]:
     return writes("a.txt", "hello.\n", criteria=["every file exists"])
 
@@ -122,9 +106,24 @@ def test_a_fix_cycle_fixes_and_the_second_review_approves(tmp_path):
     assert "1. [✓] the greeting has no period — `a.txt` changed" in response
 
 
-def test_agentrun_fix_works_from_the_last_review(tmp_path):
+def test_changes_requested_leave_the_run_partial_and_agentrun_fix_works_from_the_review(
+        tmp_path):
+    """Two cases on one project: the run whose review requests changes, then `agentrun fix`
+    answering that review."""
     root = project(tmp_path, [review_turn(APPROVE, [FINDING])])
-    assert run(root).returncode == 1
+    proc = run(root)
+    assert proc.returncode == 1, proc.stderr
+    doc = proc.json
+    assert doc["status"] == "partial" and doc["stop_reason"] == "review"
+    assert doc["review"]["result"] == "CHANGES_REQUESTED" and doc["review"]["version"] == 1
+    assert doc["groups"]["single"]["status"] == "complete"  # the work itself merged
+    text = (root / SPEC).read_text()
+    assert status(text) == "review"
+    assert "**Result:** CHANGES_REQUESTED" in history(text)
+    assert "**Review:** CHANGES_REQUESTED (Review v1" in text
+    state_md = (root / ".specflow/STATE.md").read_text()
+    assert "agentrun fix SPEC-1" in state_md
+
     (root / ".specflow/script.yaml").write_text(yaml.safe_dump(
         {"agents": {"code-reviewer": [review_turn(APPROVE)]}, "groups": {"FIX-1": fixer()}}))
     run_git(root, "commit", "-qam", "a new script")
@@ -139,16 +138,6 @@ def test_agentrun_fix_works_from_the_last_review(tmp_path):
     assert again.returncode == 2 and "nothing open to fix" in again.stderr
 
 
-def test_agentrun_fix_without_a_review_names_agentrun_review(tmp_path):
-    root = project(tmp_path, [])
-    assert agentrun("run", "SPEC-1", *scripted(), cwd=root).returncode == 0
-    before = (root / SPEC).read_text()
-    proc = agentrun("fix", "SPEC-1", *FIX, cwd=root)
-    assert proc.returncode == 2, proc.stderr
-    assert "has no review yet" in proc.stderr and "agentrun review SPEC-1" in proc.stderr
-    assert "Traceback" not in proc.stderr and (root / SPEC).read_text() == before
-
-
 def test_a_reviewer_that_never_submits_is_no_approval(tmp_path):
     root = project(tmp_path, [{"text": "Looks fine to me."}])
     proc = run(root)
@@ -161,7 +150,10 @@ def test_a_reviewer_that_never_submits_is_no_approval(tmp_path):
     assert "**Review:** no review submitted — not approved" in text
 
 
-def test_no_review_keeps_a_complete_run_complete(tmp_path):
+def test_no_review_keeps_a_complete_run_complete_and_agentrun_fix_names_agentrun_review(
+        tmp_path):
+    """Two cases on one project: a run with --no-review, then `agentrun fix` with no review to
+    work from."""
     root = project(tmp_path, [review_turn([])])
     proc = agentrun("run", "SPEC-1", *scripted(), cwd=root)
     assert proc.returncode == 0, proc.stderr
@@ -173,3 +165,9 @@ def test_no_review_keeps_a_complete_run_complete(tmp_path):
     assert status(text) == "review" and "## Review History" not in text
     assert "**Review:** not reviewed (--no-review)" in text
     assert "Review: skipped (--no-review)" in proc.stderr
+
+    before = (root / SPEC).read_text()
+    proc = agentrun("fix", "SPEC-1", *FIX, cwd=root)
+    assert proc.returncode == 2, proc.stderr
+    assert "has no review yet" in proc.stderr and "agentrun review SPEC-1" in proc.stderr
+    assert "Traceback" not in proc.stderr and (root / SPEC).read_text() == before

@@ -112,9 +112,23 @@ def main(argv: list[str] | None = None) -> None:
         code = _run(build_app(), args, out)
         if _RECEIVED:  # typer returned the interrupt as a silent exit 130
             code = _interrupted(out, _RECEIVED[0])
-    except KeyboardInterrupt as exc:
-        code = _interrupted(out, exc.name if isinstance(exc, Signalled) else "SIGINT")
+    except (KeyboardInterrupt, RuntimeError) as exc:
+        interrupt = _interrupt_in(exc)
+        if interrupt is None:
+            raise
+        code = _interrupted(out, interrupt.name if isinstance(interrupt, Signalled)
+                            else "SIGINT")
     sys.exit(code)
+
+
+def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
+    """The interrupt `exc` is or wraps: Python 3.11 turns an exception raised while a class
+    body's `__set_name__` runs (a signal while a module is imported) into a RuntimeError."""
+    if isinstance(exc, KeyboardInterrupt):
+        return exc
+    cause = exc.__cause__
+    return cause if isinstance(exc, RuntimeError) and isinstance(cause, KeyboardInterrupt) \
+        else None
 
 
 def _run(app: typer.Typer, args: list[str], out: Any) -> int:
@@ -146,6 +160,9 @@ def _run(app: typer.Typer, args: list[str], out: Any) -> int:
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # the last line of defence: never a bare traceback
+        interrupt = _interrupt_in(exc)
+        if interrupt is not None:
+            raise interrupt from None
         if os.environ.get("AGENTRUN_DEBUG"):
             raise
         known = no_space(exc)
