@@ -58,29 +58,6 @@ def python_writes(path: Path, text: str) -> str:
             f".write('{text}')\"")
 
 
-@needs_bwrap
-def test_a_command_cannot_write_outside_its_worktree(tmp_path):
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    root = project(tmp_path, f"echo pwned > {outside}/plain.txt",
-                   python_writes(outside / "hidden.txt", "pwned"),
-                   python_writes(tmp_path / "p" / "README.md", "pwned"))
-    proc = run(root)
-    assert proc.json["sandbox"] == ON
-    assert list(outside.iterdir()) == []
-    assert (root / "README.md").read_text() == "# fixture\n"
-    assert (root / "src/a.py").read_text() == "A = 1\n"  # the work itself landed
-
-
-@needs_bwrap
-def test_a_symlink_in_the_worktree_does_not_lead_out(tmp_path):
-    target = tmp_path / "target.txt"
-    target.write_text("mine\n")
-    root = project(tmp_path, f"ln -s {target} link.txt && echo pwned >> link.txt")
-    run(root)
-    assert target.read_text() == "mine\n"
-
-
 def fake_home(tmp_path: Path) -> Path:
     """A home directory holding a private key and a git identity."""
     home = tmp_path / "home"
@@ -90,54 +67,17 @@ def fake_home(tmp_path: Path) -> Path:
     return home
 
 
-@needs_bwrap
-def test_a_key_in_home_cannot_be_read(tmp_path):
-    home = fake_home(tmp_path)
-    root = project(tmp_path, "cat ~/.ssh/id_ed25519 > stolen.txt; cat stolen.txt",
-                   "python3 -c \"import os; print(open(os.path.expanduser('~') + "
-                   "'/.ssh/id_ed25519').read())\"")
-    run(root, env={"HOME": str(home)})
-    assert "PRIVATE-KEY-MARKER" not in run_git(root, "log", "--all", "-p")
-    assert "PRIVATE-KEY-MARKER" not in ran_outputs(root)
-
-
-@needs_bwrap
-def test_planted_hooks_and_fsmonitor_never_run_in_the_users_repo(tmp_path):
-    marker = tmp_path / "hook-ran"
-    hook = f"#!/bin/sh\\ntouch {marker}\\n"
-    plant = ("python3 -c \"import os, subprocess; d = subprocess.check_output(['git', "
-             "'rev-parse', '--path-format=absolute', '--git-common-dir'], text=True).strip(); "
-             "[open(os.path.join(d, 'hooks', h), 'w').write('" + hook + "') or "
-             "os.chmod(os.path.join(d, 'hooks', h), 0o755) for h in ('pre-commit', "
-             "'post-commit', 'post-merge')]\"")
-    root = project(tmp_path, plant, f"git config core.fsmonitor 'touch {marker}'",
-                   f"git config --global core.fsmonitor 'touch {marker}'")
-    home = fake_home(tmp_path)
-    run(root, env={"HOME": str(home)})
-    assert "fsmonitor" not in (home / ".gitconfig").read_text()
-    for name in ("pre-commit", "post-commit", "post-merge"):
-        assert not (root / ".git/hooks" / name).exists()
-    assert "fsmonitor" not in (root / ".git/config").read_text()
-    # the user's own next commands, plain git, outside agentrun
-    env = {**os.environ, "GIT_EDITOR": "true", "HOME": str(home)}
-    (root / "mine.txt").write_text("mine\n")
-    for args in (["status"], ["add", "mine.txt"], ["commit", "-qm", "mine"], ["status"]):
-        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
-    assert not marker.exists()
-
-
-@needs_bwrap
-def test_a_detached_process_does_not_outlive_its_command(tmp_path):
-    token = f"{int(time.time() * 1000) % 10**9}.{os.getpid()}"  # a unique sleep duration
-    root = project(tmp_path, f"setsid nohup sleep {token} >/dev/null 2>&1 &",
-                   f"nohup sleep {token} >/dev/null 2>&1 &", "sleep 0.5")
-    try:
-        run(root)
-        time.sleep(0.5)
-        assert survivors(token) == []
-    finally:
-        for pid in survivors(token):
-            os.kill(pid, 9)
+def escapes_project(tmp_path: Path, groups: dict[str, list[str]],
+                    files: dict[str, str] | None = None) -> Path:
+    """A project with one group per entry of `groups`: each writes its own file
+    src/<group>.py, runs its commands, and finishes (the file first: failing commands in a row
+    make the loop force a reflection turn)."""
+    script: dict[str, dict] = {"groups": {}}
+    for gid, commands in groups.items():
+        write, *finish = writes(f"src/{gid}.py", f"{gid} = 1\n")
+        script["groups"][gid] = [write, *(command(c) for c in commands), *finish]
+    spec = spec_text("SPEC-1", [(gid, [], f"src/{gid}.py") for gid in groups])
+    return make_project(tmp_path / "p", "SPEC-1", spec, script, files)
 
 
 def survivors(token: str) -> list[int]:
@@ -178,16 +118,96 @@ class Listener:
         self.sock.close()
 
 
+def connect(listener: Listener) -> str:
+    return ("python3 -c \"import socket; socket.create_connection("
+            f"('127.0.0.1', {listener.port}), timeout=3)\"")
+
+
 @needs_bwrap
-@pytest.mark.parametrize("allow", [False, True], ids=["blocked", "allow-network"])
-def test_the_network_is_closed_unless_allowed(tmp_path, allow):
+def test_every_escape_a_sandboxed_command_tries_fails(tmp_path):
+    """One sandboxed run, one group per escape (each group's work still lands):
+    G1 writes outside its worktree (plainly, and hidden in python, also to the user's
+    README); G2 follows a symlink out; G3 reads a key in $HOME; G4 plants git hooks and
+    fsmonitor settings; G5 leaves detached processes behind; G6 connects to a local listener;
+    G7 reads a home path the config allows (`home_allow`) and tries to write it."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = tmp_path / "target.txt"
+    target.write_text("mine\n")
+    home = fake_home(tmp_path)
+    (home / ".tool").mkdir()
+    (home / ".tool" / "conf").write_text("setting\n")
+    marker = tmp_path / "hook-ran"
+    hook = f"#!/bin/sh\\ntouch {marker}\\n"
+    plant = ("python3 -c \"import os, subprocess; d = subprocess.check_output(['git', "
+             "'rev-parse', '--path-format=absolute', '--git-common-dir'], text=True).strip(); "
+             "[open(os.path.join(d, 'hooks', h), 'w').write('" + hook + "') or "
+             "os.chmod(os.path.join(d, 'hooks', h), 0o755) for h in ('pre-commit', "
+             "'post-commit', 'post-merge')]\"")
+    token = f"{int(time.time() * 1000) % 10**9}.{os.getpid()}"  # a unique sleep duration
     listener = Listener()
     try:
-        root = project(tmp_path, "python3 -c \"import socket; socket.create_connection("
-                                 f"('127.0.0.1', {listener.port}), timeout=3)\"")
-        proc = run(root, *(["--allow-network"] if allow else []))
+        root = escapes_project(tmp_path, {
+            "G1": [f"echo pwned > {outside}/plain.txt",
+                      python_writes(outside / "hidden.txt", "pwned"),
+                      python_writes(tmp_path / "p" / "README.md", "pwned")],
+            "G2": [f"ln -s {target} link.txt && echo pwned >> link.txt"],
+            "G3": ["cat ~/.ssh/id_ed25519 > stolen.txt; cat stolen.txt",
+                    "python3 -c \"import os; print(open(os.path.expanduser('~') + "
+                    "'/.ssh/id_ed25519').read())\""],
+            "G4": [plant, f"git config core.fsmonitor 'touch {marker}'",
+                     f"git config --global core.fsmonitor 'touch {marker}'"],
+            "G5": [f"setsid nohup sleep {token} >/dev/null 2>&1 &",
+                       f"nohup sleep {token} >/dev/null 2>&1 &", "sleep 0.5"],
+            "G6": [connect(listener)],
+            "G7": ["cat ~/.tool/conf > seen.txt",
+                     python_writes(home / ".tool" / "conf", "changed")],
+        }, files={".specflow/config.yaml": yaml.safe_dump(
+            {"sandbox": {"home_allow": [".tool"]}})})
+        proc = run(root, env={"HOME": str(home)})
+        time.sleep(0.5)
+        assert survivors(token) == []  # G5
+    finally:
+        listener.close()
+        for pid in survivors(token):
+            os.kill(pid, 9)
+    assert proc.json["sandbox"] == ON
+    for gid in ("G1", "G2", "G3", "G4", "G5", "G6", "G7"):
+        assert (root / f"src/{gid}.py").read_text() == f"{gid} = 1\n"  # the work landed
+    # G1
+    assert list(outside.iterdir()) == []
+    assert (root / "README.md").read_text() == "# fixture\n"
+    # G2
+    assert target.read_text() == "mine\n"
+    # G3
+    assert "PRIVATE-KEY-MARKER" not in run_git(root, "log", "--all", "-p")
+    assert "PRIVATE-KEY-MARKER" not in ran_outputs(root)
+    # G6: closed without --allow-network
+    assert listener.accepted == 0
+    # G7: readable, not writable
+    assert (root / "seen.txt").read_text() == "setting\n"
+    assert (home / ".tool" / "conf").read_text() == "setting\n"
+    # G4, last: then the user's own next commands, plain git, outside agentrun
+    assert "fsmonitor" not in (home / ".gitconfig").read_text()
+    for name in ("pre-commit", "post-commit", "post-merge"):
+        assert not (root / ".git/hooks" / name).exists()
+    assert "fsmonitor" not in (root / ".git/config").read_text()
+    env = {**os.environ, "GIT_EDITOR": "true", "HOME": str(home)}
+    (root / "mine.txt").write_text("mine\n")
+    for args in (["status"], ["add", "mine.txt"], ["commit", "-qm", "mine"], ["status"]):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+    assert not marker.exists()
+
+
+@needs_bwrap
+def test_the_network_is_open_when_allowed(tmp_path):
+    """The control for G6 of the test above: the same connection with `--allow-network` arrives."""
+    listener = Listener()
+    try:
+        root = project(tmp_path, connect(listener))
+        proc = run(root, "--allow-network")
         assert proc.json["sandbox"] == ON
-        assert listener.accepted == (1 if allow else 0)
+        assert listener.accepted == 1
     finally:
         listener.close()
 
@@ -314,20 +334,6 @@ def test_the_audit_says_its_sandbox(tmp_path):
     off = agentrun("audit", "SPEC-1", "--script", "script.yaml", "--json", "--dry-run",
                    "--sandbox", "off", cwd=root, env=NO_MODEL)
     assert off.json["sandbox"] == "off (sandbox mode off)"
-
-
-@needs_bwrap
-def test_home_allow_shows_a_home_path_read_only(tmp_path):
-    home = fake_home(tmp_path)
-    (home / ".tool").mkdir()
-    (home / ".tool" / "conf").write_text("setting\n")
-    root = project(tmp_path, "cat ~/.tool/conf > seen.txt",
-                   python_writes(home / ".tool" / "conf", "changed"),
-                   files={".specflow/config.yaml": yaml.safe_dump(
-                       {"sandbox": {"home_allow": [".tool"]}})})
-    run(root, env={"HOME": str(home)})
-    assert (root / "seen.txt").read_text() == "setting\n"
-    assert (home / ".tool" / "conf").read_text() == "setting\n"
 
 
 @needs_bwrap
