@@ -96,35 +96,6 @@ def bystander():
     proc.wait()
 
 
-def test_a_forged_progress_line_cannot_aim_the_timeout_kill(tmp_path, bystander):
-    """A worker names someone else's process group in its progress file; on its timeout
-    only the commands it really started are killed."""
-    line = json.dumps({"type": "spawn", "pgid": bystander.pid})
-    forge = ("python3 -c 'import sys; open(sys.argv[1], \"a\").write(sys.argv[2] + "
-             f"chr(10))' ../../workers/single/progress.ndjson '{line}'; "
-             "sleep 300 & echo $! > sleeper.pid; wait")
-    script = {"groups": {"G1": [command(forge), submit("complete", "never")]}}
-    root = make_project(tmp_path / "p", "SPEC-74", spec_text("SPEC-74", TWO[:1]), script)
-    # without the sandbox, which would stop the forgery at the write: this checks the
-    # orchestrator's own defence
-    proc = agentrun("run", "SPEC-74", *scripted("--worker-timeout", "4", "--sandbox", "off"),
-                    cwd=root)
-    assert proc.returncode == 1, proc.stderr
-    group = proc.json["groups"]["G1"]
-    assert group["stop_reason"] == "timeout"
-    run_dir = Path(proc.json["run_dir"])
-    assert str(bystander.pid) in (run_dir / "workers/single/progress.ndjson").read_text()
-    time.sleep(0.5)
-    assert bystander.poll() is None, "the bystander's process group was killed"
-    sleeper = int((Path(group["worktree"]) / "sleeper.pid").read_text())
-    stat = Path(f"/proc/{sleeper}/stat")
-    deadline = time.monotonic() + 5
-    while stat.exists() and stat.read_text().split()[2] != "Z" and \
-            time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not stat.exists() or stat.read_text().split()[2] == "Z", "its command survived"
-
-
 def test_the_files_the_orchestrator_reads_are_out_of_a_workers_reach(tmp_path, bystander):
     """What the orchestrator reads back (progress, results) lives in the git common dir: a
     sandboxed command cannot forge it, and a branch cannot carry it (git tracks no `.git`)."""
