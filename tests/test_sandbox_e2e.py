@@ -9,6 +9,7 @@ these tests able to fail.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import socket
@@ -21,7 +22,7 @@ import pytest
 import yaml
 from clirun import agentrun
 from gitutil import run_git
-from runkit import command, make_project, scripted, spec_text, writes
+from runkit import command, make_project, scripted, spec_text, submit, writes
 
 from agentrun.sandbox.bwrap import unavailable_reason
 
@@ -336,18 +337,43 @@ def test_the_audit_says_its_sandbox(tmp_path):
     assert off.json["sandbox"] == "off (sandbox mode off)"
 
 
+@pytest.fixture
+def bystander():
+    """A process group of the user's that agentrun did not start: it must survive the run."""
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
 @needs_bwrap
-def test_a_worker_timeout_ends_everything_its_sandboxed_commands_started(tmp_path):
+def test_a_sandboxed_worker_timeout_ends_its_commands_and_cannot_be_forged(tmp_path, bystander):
+    """One sandboxed run with a worker timeout. G1's command starts a heartbeat and a detached
+    one: on the timeout both stop. G2's command tries to forge what the orchestrator reads back
+    (progress, results, in the git common dir): it sees them read-only, cannot write them, and
+    the bystander's process group it names survives (a branch cannot carry them either: git
+    tracks no `.git`)."""
     token = f"agentrun-beat-{os.getpid()}-{time.monotonic_ns()}"
     beat = "while true; do date +%s%N > {}; sleep 0.1; done"
+    line = json.dumps({"type": "spawn", "pgid": bystander.pid})
+    forged = json.dumps({"group": "G2", "groups": ["G2"], "status": "complete"})
+    forge = ("d=$(git rev-parse --git-common-dir)/agentrun/runs; "
+             f"for f in $d/*/workers/G2/progress.ndjson; do echo '{line}' >> $f; done; "
+             f"for f in $d/*/workers/G2/result.json; do echo '{forged}' > $f; done; "
+             "ls $d/*/workers/G2/ > seen.txt; sleep 300")
     script = {"groups": {"G1": [command(f"setsid bash -c '{beat.format('detached.beat')}' "
                                         f"{token} & {beat.format('shell.beat')}"),
-                                *writes("src/a.py", "A = 1\n")]}}
-    root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", ONE), script)
+                                *writes("src/a.py", "A = 1\n")],
+                         "G2": [command(forge), submit("complete", "never")]}}
+    two = [("G1", [], "src/a.py"), ("G2", [], "src/b.py")]
+    root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", two), script)
     try:
-        proc = agentrun("run", "SPEC-1", *scripted("--worker-timeout", "4"), cwd=root)
+        proc = agentrun("run", "SPEC-1", *scripted("--worker-timeout", "4", "--sandbox", "on"),
+                        cwd=root)
         assert proc.returncode == 1, proc.stderr
-        group = proc.json["groups"]["G1"]
+        groups = proc.json["groups"]
+        # G1
+        group = groups["G1"]
         assert group["stop_reason"] == "timeout"
         beats = [Path(group["worktree"]) / name for name in ("shell.beat", "detached.beat")]
         assert all(b.exists() for b in beats)
@@ -355,6 +381,13 @@ def test_a_worker_timeout_ends_everything_its_sandboxed_commands_started(tmp_pat
         last = [b.read_text() for b in beats]
         time.sleep(0.5)
         assert [b.read_text() for b in beats] == last
+        # G2: the command saw the control files (read-only) but could not write them
+        group = groups["G2"]
+        assert group["status"] == "failed" and group["stop_reason"] == "timeout"
+        assert "progress.ndjson" in (Path(group["worktree"]) / "seen.txt").read_text()
+        control = next((root / ".git/agentrun/runs").glob("*/workers/G2"))
+        assert str(bystander.pid) not in (control / "progress.ndjson").read_text()
+        assert bystander.poll() is None, "the bystander's process group was killed"
     finally:
         for pid in survivors(token):
             os.kill(pid, 9)

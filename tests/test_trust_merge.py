@@ -4,14 +4,11 @@ make tools run code does not merge (through `agentrun run`, the scripted model, 
 from __future__ import annotations
 
 import json
-import subprocess
-import time
 from pathlib import Path
 
-import pytest
 from clirun import agentrun
 from gitutil import run_git
-from runkit import command, make_project, scripted, spec_text, submit, writes
+from runkit import command, make_project, scripted, spec_text, writes
 
 TWO = [("G1", [], "src/a.py"), ("G2", [], "src/b.py")]
 
@@ -87,37 +84,10 @@ def test_a_spec_id_that_leaves_the_repository_is_refused(tmp_path):
     assert "agentrun/" not in run_git(root, "branch", "--all")
 
 
-@pytest.fixture
-def bystander():
-    """A process group of the user's that agentrun did not start: it must survive the run."""
-    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    yield proc
-    proc.kill()
-    proc.wait()
-
-
-def test_the_files_the_orchestrator_reads_are_out_of_a_workers_reach(tmp_path, bystander):
-    """What the orchestrator reads back (progress, results) lives in the git common dir: a
-    sandboxed command cannot forge it, and a branch cannot carry it (git tracks no `.git`)."""
-    line = json.dumps({"type": "spawn", "pgid": bystander.pid})
-    forged = json.dumps({"group": "G1", "groups": ["G1"], "status": "complete"})
-    forge = ("d=$(git rev-parse --git-common-dir)/agentrun/runs; "
-             f"for f in $d/*/workers/single/progress.ndjson; do echo '{line}' >> $f; done; "
-             f"for f in $d/*/workers/single/result.json; do echo '{forged}' > $f; done; "
-             "ls $d/*/workers/single/ > seen.txt; sleep 300")
-    script = {"groups": {"G1": [command(forge), submit("complete", "never")]}}
-    root = make_project(tmp_path / "p", "SPEC-75", spec_text("SPEC-75", TWO[:1]), script)
-    proc = agentrun("run", "SPEC-75", *scripted("--worker-timeout", "4", "--sandbox", "on"),
-                    cwd=root)
-    assert proc.returncode == 1, proc.stderr
-    group = proc.json["groups"]["G1"]
-    assert group["status"] == "failed" and group["stop_reason"] == "timeout"
-    # the command saw the control files (read-only) but could not write them
-    assert "progress.ndjson" in (Path(group["worktree"]) / "seen.txt").read_text()
-    control = next((root / ".git/agentrun/runs").glob("*/workers/single"))
-    assert str(bystander.pid) not in (control / "progress.ndjson").read_text()
-    time.sleep(0.5)
-    assert bystander.poll() is None, "the bystander's process group was killed"
+# The forged-progress case (unconfined) is a group of
+# test_run_e2e.py::test_workers_that_die_time_out_or_forge_progress_fail_alone, and the
+# out-of-reach control files case (sandboxed) one of
+# test_sandbox_e2e.py::test_a_sandboxed_worker_timeout_ends_its_commands_and_cannot_be_forged
 
 
 def test_file_tools_refuse_git_internals(tmp_path):
