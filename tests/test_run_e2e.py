@@ -25,10 +25,16 @@ def five_group_script(**overrides) -> dict:
     return {"groups": groups}
 
 
-def test_orchestrated_five_groups_three_waves(tmp_path):
+def test_dry_run_changes_nothing_then_five_groups_run_in_three_waves(tmp_path):
     root = make_project(tmp_path / "p", "SPEC-10", spec_text("SPEC-10", FIVE),
                         five_group_script())
     base = run_git(root, "rev-parse", "HEAD")
+    # first a dry run: nothing changes
+    dry = agentrun("run", "SPEC-10", *scripted("--dry-run"), cwd=root)
+    assert dry.returncode == 0
+    assert dry.json["dry_run"] is True
+    assert run_git(root, "rev-parse", "HEAD") == base
+    assert run_git(root, "status", "--porcelain") == ""
     proc = agentrun("run", "SPEC-10", *scripted(), cwd=root)
     assert proc.returncode == 0, proc.stderr
     result = proc.json
@@ -279,17 +285,6 @@ def test_dirty_tree_refused_unless_allowed_and_unaudited_spec_warns_or_refuses(t
     assert "not audited" in proc.stderr
     assert "not audited" in (root / ".specflow/STATE.md").read_text()
     assert (root / "README.md").read_text() == "local edit\n"
-
-
-def test_dry_run_changes_nothing(tmp_path):
-    root = make_project(tmp_path / "p", "SPEC-22", spec_text("SPEC-22", TWO),
-                        {"groups": {"G1": writes("one.txt", "1"), "G2": writes("two.txt", "2")}})
-    head = run_git(root, "rev-parse", "HEAD")
-    proc = agentrun("run", "SPEC-22", *scripted("--dry-run"), cwd=root)
-    assert proc.returncode == 0
-    assert proc.json["dry_run"] is True
-    assert run_git(root, "rev-parse", "HEAD") == head
-    assert run_git(root, "status", "--porcelain") == ""
 
 
 def _wait_for(predicate, timeout: float = 60) -> None:
