@@ -300,15 +300,36 @@ def _merged(root: Path, group: str) -> bool:
     return f" {group}" in run_git(root, "log", "--merges", "--format=%s")
 
 
-def test_sigint_then_resume_finishes_the_run(tmp_path):
+def _branches(root: Path) -> list[str]:
+    return run_git(root, "for-each-ref", "--format=%(refname:short)", "refs/heads").split()
+
+
+def test_a_run_in_progress_refuses_a_second_run_and_clean_then_stops_and_resumes(tmp_path):
+    """While a run works (wave 2's workers in a slow model call): a second run is refused,
+    `agentrun clean` refuses to remove anything and lists the running run's worktrees as
+    skipped. Then SIGTERM stops the run (exit 130, state saved) and `--resume` finishes it
+    without running the finished groups again. (SIGINT: test_run_integration_e2e.)"""
     slow = five_group_script(G3=writes("src/c.py", "# G3\n", latency=30),
                              G4=writes("src/d.py", "# G4\n", latency=30))
     root = make_project(tmp_path / "p", "SPEC-23", spec_text("SPEC-23", FIVE), slow)
     proc = start("run", "SPEC-23", *scripted(), cwd=root)
-    _wait_for(lambda: _merged(root, "G2"))
-    time.sleep(1.0)  # wave 2 workers are now in their slow model call
-    proc.send_signal(signal.SIGINT)
-    stopped = finish(proc, timeout=60)
+    try:
+        _wait_for(lambda: _merged(root, "G2") and (
+            root / ".specflow/execution/SPEC-23-state.json").exists())
+        # wave 2's workers have started (their model call is slow)
+        _wait_for(lambda: all(any(g in b for b in _branches(root)) for g in ("G3", "G4")))
+        second = agentrun("run", "SPEC-23", *scripted("--allow-dirty"), cwd=root)
+        assert second.returncode == 3
+        assert "another agentrun run is in progress" in second.stderr
+        refused = agentrun("clean", "--force", cwd=root)
+        assert refused.returncode == 3 and "in progress" in refused.stderr
+        listed = agentrun("clean", "--force", "--dry-run", "--json", cwd=root)
+        assert listed.returncode == 0, listed.stderr
+        assert {i["action"] for i in listed.json["items"]} == {"skipped"}
+        assert any("G3" in b for b in _branches(root))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        stopped = finish(proc, timeout=60)
     assert stopped.returncode == 130, stopped.stderr
     state = json.loads((root / ".specflow/execution/SPEC-23-state.json").read_text())
     assert state["status"] == "interrupted"
@@ -324,21 +345,6 @@ def test_sigint_then_resume_finishes_the_run(tmp_path):
     assert sorted(p.name for p in (run_dir / "workers").iterdir()) == ["G3", "G4", "G5"]
     for _, _, path in FIVE:
         assert (root / path).exists()
-
-
-def test_second_concurrent_run_is_refused(tmp_path):
-    slow = {"groups": {"G1": writes("one.txt", "1", latency=20), "G2": writes("two.txt", "2")}}
-    root = make_project(tmp_path / "p", "SPEC-24", spec_text("SPEC-24", TWO), slow)
-    first = start("run", "SPEC-24", *scripted(), cwd=root)
-    try:
-        _wait_for(lambda: (root / ".specflow/execution/SPEC-24-state.json").exists())
-        second = agentrun("run", "SPEC-24", *scripted("--allow-dirty"), cwd=root)
-        assert second.returncode == 3
-        assert "another agentrun run is in progress" in second.stderr
-    finally:
-        first.send_signal(signal.SIGTERM)
-        first.communicate(timeout=60)
-    assert first.returncode == 130
 
 
 @pytest.mark.parametrize("args, words", [(("--on-failure", "maybe"), "--on-failure"),
