@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import signal
-import time
-
-from clirun import agentrun, finish, start
+from clirun import agentrun
 from gitutil import run_git
 from runkit import make_project, scripted, spec_text, submit, writes
 
@@ -72,21 +68,5 @@ def test_clean_removes_a_complete_runs_leftovers_but_not_uncommitted_work(tmp_pa
     assert not left["G2"].exists() and _branches(root) == ["main"]
 
 
-def test_clean_never_touches_the_running_run(tmp_path):
-    script = {"groups": {"G1": writes("one.txt", "1", latency=20), "G2": writes("two.txt", "2")}}
-    root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", TWO), script)
-    proc = start("run", "SPEC-1", *scripted(), cwd=root)
-    try:
-        deadline = time.monotonic() + 60
-        while not any("G1" in b for b in _branches(root)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        refused = agentrun("clean", "--force", cwd=root)
-        assert refused.returncode == 3 and "in progress" in refused.stderr
-        listed = agentrun("clean", "--force", "--dry-run", "--json", cwd=root)
-        assert listed.returncode == 0, listed.stderr
-        assert {i["action"] for i in listed.json["items"]} == {"skipped"}
-        assert any("G1" in b for b in _branches(root))
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        finish(proc, timeout=60)
-    assert json.loads((root / ".specflow/execution/SPEC-1-state.json").read_text())
+# `clean` while a run is in progress: test_run_e2e.py::
+# test_a_run_in_progress_refuses_a_second_run_and_clean_then_stops_and_resumes

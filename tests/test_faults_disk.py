@@ -72,48 +72,46 @@ def assert_no_space(code: int, err: str, *words: str) -> None:
         assert word in err, err
 
 
-def test_too_little_space_to_start_is_refused_before_any_worktree(tmp_path):
-    src = project(tmp_path / "src")
+def test_too_little_space_refuses_to_start_and_a_disk_filling_mid_run_stops_cleanly(tmp_path):
+    """On one small disk: run 1 meets too little space to start and is refused before any
+    worktree; with the space back, run 2 starts afresh, and its disk fills up while its
+    workers run: it stops cleanly; with the space back again, run 3 (`--resume`) finishes."""
+    src = project(tmp_path / "src", latency=3.0)
     args = " ".join(scripted())
     out = on_small_disk(tmp_path, src, f"""
 fill 65536
 run run SPEC-1 {args}
-save first
+save zero
+git worktree list > $OUT/worktrees-zero
 rm $DISK/filler
-run run SPEC-1 {args}
-""")
-    assert_no_space(*result(out, 1), "space-reserve", "KB needed")
-    assert not (out / "first.json").exists()
-    code, err = result(out, 2)
-    assert code == 0, err
-    assert sorted((out / "ls").read_text().split()) == ["README.md", "one.txt", "two.txt"]
-    assert len((out / "worktrees").read_text().splitlines()) == 1
-
-
-def test_a_disk_that_fills_up_mid_run_stops_cleanly_and_resume_finishes(tmp_path):
-    src = project(tmp_path / "src", latency=3.0)
-    args = " ".join(scripted())
-    out = on_small_disk(tmp_path, src, f"""
-{ENTRY_POINT} run SPEC-1 {args} > $OUT/1.out 2> $OUT/1.err &
+{ENTRY_POINT} run SPEC-1 {args} > $OUT/2.out 2> $OUT/2.err &
 pid=$!
 for i in $(seq 600); do  # until a worker runs (at most a minute)
-    ls .git/agentrun/runs/*/workers/*/progress* >/dev/null 2>&1 && break; sleep 0.1
+    ls .git/agentrun/runs/*/workers/*/progress* >/dev/null 2>&1 && touch $OUT/started && break
+    sleep 0.1
 done
 fill 0
-wait $pid; echo $? > $OUT/1.rc; n=1
+wait $pid; echo $? > $OUT/2.rc; n=2
 save first
 rm $DISK/filler
 run run SPEC-1 {args} --resume
 save second
 """)
-    code, err = result(out, 1)
+    # run 1: refused before any worktree, no checkpoint written
+    assert_no_space(*result(out, 1), "space-reserve", "KB needed")
+    assert not (out / "zero.json").exists()
+    assert len((out / "worktrees-zero").read_text().splitlines()) == 1
+    # run 2: started afresh (the refusal left nothing in its way), then the disk filled up
+    assert (out / "started").exists()
+    code, err = result(out, 2)
     assert_no_space(code, err)
     assert err.strip().splitlines()[-1].startswith("hint: free some space"), err
     first = json.loads((out / "first.json").read_text())
     assert first["status"] == "interrupted", first["status"]
     assert all(g["status"] != "running" for g in first["groups"].values()), first["groups"]
     assert "Status:** interrupted" in (out / "first.md").read_text()
-    code, err = result(out, 2)
+    # run 3: resumed and finished
+    code, err = result(out, 3)
     assert code == 0, err
     assert json.loads((out / "second.json").read_text())["status"] == "complete"
     assert sorted((out / "ls").read_text().split()) == ["README.md", "one.txt", "two.txt"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -24,10 +25,16 @@ def five_group_script(**overrides) -> dict:
     return {"groups": groups}
 
 
-def test_orchestrated_five_groups_three_waves(tmp_path):
+def test_dry_run_changes_nothing_then_five_groups_run_in_three_waves(tmp_path):
     root = make_project(tmp_path / "p", "SPEC-10", spec_text("SPEC-10", FIVE),
                         five_group_script())
     base = run_git(root, "rev-parse", "HEAD")
+    # first a dry run: nothing changes
+    dry = agentrun("run", "SPEC-10", *scripted("--dry-run"), cwd=root)
+    assert dry.returncode == 0
+    assert dry.json["dry_run"] is True
+    assert run_git(root, "rev-parse", "HEAD") == base
+    assert run_git(root, "status", "--porcelain") == ""
     proc = agentrun("run", "SPEC-10", *scripted(), cwd=root)
     assert proc.returncode == 0, proc.stderr
     result = proc.json
@@ -140,52 +147,80 @@ def test_branches_land_in_group_order_as_soon_as_they_can(tmp_path):
 TWO = [("G1", [], "one.txt"), ("G2", [], "two.txt")]
 
 
-def test_a_killed_worker_or_one_writing_garbage_fails_alone(tmp_path):
+@pytest.fixture
+def bystander():
+    """A process group of the user's that agentrun did not start: it must survive the run."""
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _dead(pid: int, timeout: float = 5) -> bool:
+    """Whether process `pid` is gone (or a zombie) within `timeout` seconds."""
+    stat = Path(f"/proc/{pid}/stat")
+    deadline = time.monotonic() + timeout
+    while stat.exists() and time.monotonic() < deadline:
+        try:
+            if stat.read_text().split()[2] == "Z":
+                return True
+        except OSError:
+            pass
+        time.sleep(0.1)
+    return not stat.exists()
+
+
+def test_workers_that_die_time_out_or_forge_progress_fail_alone(tmp_path, bystander):
+    """One unconfined run (a sandboxed command can neither kill its worker, write its result
+    file nor forge its progress; test_sandbox_e2e has the sandboxed timeout), one group per
+    case: G1 does its work and lands; G2's worker is killed (kill -9); G3 writes garbage as its
+    result file and is killed; G4's model call outlasts the worker timeout; G5's command
+    outlasts it (the sleep it started must die with it); G6 names a bystander's process group
+    in its progress file as if it had spawned it, then outlasts the timeout: only the commands
+    it really started are killed."""
     garbage = ("python3 -c \"import glob; open(glob.glob('../../../../../.git/agentrun/runs/*/"
                "workers/G3')[0] + '/result.json', 'w').write('not json')\"; "
                "kill -9 $PPID")
-    three = [*TWO, ("G3", [], "three.txt")]
-    script = {"groups": {"G1": writes("one.txt", "1\n"),
+    sleeper = "sleep 300 & echo $! > sleeper.pid; wait"
+    line = json.dumps({"type": "spawn", "pgid": bystander.pid})
+    # into the run record's progress file and the one the orchestrator reads (in the git
+    # common dir, which only an unconfined command can write)
+    forge = ("python3 -c 'import sys; [open(f, \"a\").write(sys.argv[1] + chr(10)) "
+             f"for f in sys.argv[2:]]' '{line}' ../../workers/G6/progress.ndjson "
+             "$(git rev-parse --git-common-dir)/agentrun/runs/*/workers/G6/progress.ndjson; "
+             f"{sleeper}")
+    six = [(f"G{i}", [], f"{i}.txt") for i in range(1, 7)]
+    script = {"groups": {"G1": writes("1.txt", "1\n"),
                          "G2": [command("kill -9 $PPID"), submit("complete", "never")],
-                         "G3": [command(garbage), submit("complete", "never")]}}
-    root = make_project(tmp_path / "p", "SPEC-14", spec_text("SPEC-14", three), script)
-    # unconfined: a sandboxed command can neither kill its worker nor write its result file
-    proc = agentrun("run", "SPEC-14", *scripted("--sandbox", "off"), cwd=root)
-    assert proc.returncode == 1
+                         "G3": [command(garbage), submit("complete", "never")],
+                         "G4": writes("4.txt", "4\n", latency=60),
+                         "G5": [command(sleeper), submit("complete", "never")],
+                         "G6": [command(forge), submit("complete", "never")]}}
+    root = make_project(tmp_path / "p", "SPEC-14", spec_text("SPEC-14", six), script)
+    started = time.monotonic()
+    proc = agentrun("run", "SPEC-14", *scripted("--worker-timeout", "5", "--sandbox", "off"),
+                    cwd=root)
+    assert time.monotonic() - started < 40
+    assert proc.returncode == 1, proc.stderr
     groups = proc.json["groups"]
     assert groups["G1"]["status"] == "complete"
     assert groups["G2"]["status"] == "failed"
     assert "killed by signal 9" in groups["G2"]["error"]
     assert "no valid result" in groups["G2"]["error"]
     assert groups["G3"]["status"] == "failed" and "not valid JSON" in groups["G3"]["error"]
-
-
-def test_worker_timeout_is_enforced_and_kills_the_commands_it_started(tmp_path):
-    sleeper = "sleep 300 & echo $! > sleeper.pid; wait"
-    three = [*TWO, ("G3", [], "three.txt")]
-    script = {"groups": {"G1": writes("one.txt", "1\n"),
-                         "G2": writes("two.txt", "2\n", latency=60),
-                         "G3": [command(sleeper), submit("complete", "never")]}}
-    root = make_project(tmp_path / "p", "SPEC-15", spec_text("SPEC-15", three), script)
-    started = time.monotonic()
-    # unconfined, so that the sleeper's pid is ours to check (test_sandbox_e2e has the
-    # sandboxed case)
-    proc = agentrun("run", "SPEC-15", *scripted("--worker-timeout", "4", "--sandbox", "off"),
-                    cwd=root)
-    assert time.monotonic() - started < 40
-    assert proc.returncode == 1
-    groups = proc.json["groups"]
-    assert groups["G1"]["status"] == "complete"
-    for gid in ("G2", "G3"):
+    for gid in ("G4", "G5", "G6"):
         assert groups[gid]["status"] == "failed" and groups[gid]["stop_reason"] == "timeout"
         # the worker's own deadline or the orchestrator's hard one, whichever fires first
-        assert re.search(r"(timeout of|limit) 4s", groups[gid]["error"]), groups[gid]["error"]
-    pid = int((Path(groups["G3"]["worktree"]) / "sleeper.pid").read_text())
-    deadline = time.monotonic() + 5
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    stat = Path(f"/proc/{pid}/stat")
-    assert not stat.exists() or stat.read_text().split()[2] == "Z", "sleep survived"
+        assert re.search(r"(timeout of|limit) 5s", groups[gid]["error"]), groups[gid]["error"]
+    run_dir = Path(proc.json["run_dir"])
+    assert str(bystander.pid) in (run_dir / "workers/G6/progress.ndjson").read_text()
+    control = next((root / ".git/agentrun/runs").glob("*/workers/G6/progress.ndjson"))
+    assert str(bystander.pid) in control.read_text()
+    time.sleep(0.5)
+    assert bystander.poll() is None, "the bystander's process group was killed"
+    for gid in ("G5", "G6"):
+        pid = int((Path(groups[gid]["worktree"]) / "sleeper.pid").read_text())
+        assert _dead(pid), f"{gid}'s sleep survived"
 
 
 def test_merge_conflict_is_reported_and_main_stays_clean(tmp_path):
@@ -252,17 +287,6 @@ def test_dirty_tree_refused_unless_allowed_and_unaudited_spec_warns_or_refuses(t
     assert (root / "README.md").read_text() == "local edit\n"
 
 
-def test_dry_run_changes_nothing(tmp_path):
-    root = make_project(tmp_path / "p", "SPEC-22", spec_text("SPEC-22", TWO),
-                        {"groups": {"G1": writes("one.txt", "1"), "G2": writes("two.txt", "2")}})
-    head = run_git(root, "rev-parse", "HEAD")
-    proc = agentrun("run", "SPEC-22", *scripted("--dry-run"), cwd=root)
-    assert proc.returncode == 0
-    assert proc.json["dry_run"] is True
-    assert run_git(root, "rev-parse", "HEAD") == head
-    assert run_git(root, "status", "--porcelain") == ""
-
-
 def _wait_for(predicate, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -276,15 +300,36 @@ def _merged(root: Path, group: str) -> bool:
     return f" {group}" in run_git(root, "log", "--merges", "--format=%s")
 
 
-def test_sigint_then_resume_finishes_the_run(tmp_path):
+def _branches(root: Path) -> list[str]:
+    return run_git(root, "for-each-ref", "--format=%(refname:short)", "refs/heads").split()
+
+
+def test_a_run_in_progress_refuses_a_second_run_and_clean_then_stops_and_resumes(tmp_path):
+    """While a run works (wave 2's workers in a slow model call): a second run is refused,
+    `agentrun clean` refuses to remove anything and lists the running run's worktrees as
+    skipped. Then SIGTERM stops the run (exit 130, state saved) and `--resume` finishes it
+    without running the finished groups again. (SIGINT: test_run_integration_e2e.)"""
     slow = five_group_script(G3=writes("src/c.py", "# G3\n", latency=30),
                              G4=writes("src/d.py", "# G4\n", latency=30))
     root = make_project(tmp_path / "p", "SPEC-23", spec_text("SPEC-23", FIVE), slow)
     proc = start("run", "SPEC-23", *scripted(), cwd=root)
-    _wait_for(lambda: _merged(root, "G2"))
-    time.sleep(1.0)  # wave 2 workers are now in their slow model call
-    proc.send_signal(signal.SIGINT)
-    stopped = finish(proc, timeout=60)
+    try:
+        _wait_for(lambda: _merged(root, "G2") and (
+            root / ".specflow/execution/SPEC-23-state.json").exists())
+        # wave 2's workers have started (their model call is slow)
+        _wait_for(lambda: all(any(g in b for b in _branches(root)) for g in ("G3", "G4")))
+        second = agentrun("run", "SPEC-23", *scripted("--allow-dirty"), cwd=root)
+        assert second.returncode == 3
+        assert "another agentrun run is in progress" in second.stderr
+        refused = agentrun("clean", "--force", cwd=root)
+        assert refused.returncode == 3 and "in progress" in refused.stderr
+        listed = agentrun("clean", "--force", "--dry-run", "--json", cwd=root)
+        assert listed.returncode == 0, listed.stderr
+        assert {i["action"] for i in listed.json["items"]} == {"skipped"}
+        assert any("G3" in b for b in _branches(root))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        stopped = finish(proc, timeout=60)
     assert stopped.returncode == 130, stopped.stderr
     state = json.loads((root / ".specflow/execution/SPEC-23-state.json").read_text())
     assert state["status"] == "interrupted"
@@ -300,21 +345,6 @@ def test_sigint_then_resume_finishes_the_run(tmp_path):
     assert sorted(p.name for p in (run_dir / "workers").iterdir()) == ["G3", "G4", "G5"]
     for _, _, path in FIVE:
         assert (root / path).exists()
-
-
-def test_second_concurrent_run_is_refused(tmp_path):
-    slow = {"groups": {"G1": writes("one.txt", "1", latency=20), "G2": writes("two.txt", "2")}}
-    root = make_project(tmp_path / "p", "SPEC-24", spec_text("SPEC-24", TWO), slow)
-    first = start("run", "SPEC-24", *scripted(), cwd=root)
-    try:
-        _wait_for(lambda: (root / ".specflow/execution/SPEC-24-state.json").exists())
-        second = agentrun("run", "SPEC-24", *scripted("--allow-dirty"), cwd=root)
-        assert second.returncode == 3
-        assert "another agentrun run is in progress" in second.stderr
-    finally:
-        first.send_signal(signal.SIGTERM)
-        first.communicate(timeout=60)
-    assert first.returncode == 130
 
 
 @pytest.mark.parametrize("args, words", [(("--on-failure", "maybe"), "--on-failure"),

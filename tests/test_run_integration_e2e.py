@@ -129,17 +129,6 @@ def test_merges_that_pass_the_check_complete_and_say_so(tmp_path):
     assert f"- Wave 1: `{CHECK}` on `{check['commit'][:12]}`: passed" in spec
 
 
-def test_a_run_without_a_validation_command_says_it_was_not_checked(tmp_path):
-    script = {"groups": {"G1": writes("one.py", "X = 1\n"), "G2": writes("two.py", "Y = 2\n")}}
-    root = make_project(tmp_path / "p", "SPEC-K", spec_text(
-        "SPEC-K", [("G1", [], "one.py"), ("G2", [], "two.py")]), script)
-    proc = agentrun("run", "SPEC-K", *scripted(), cwd=root)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.json["integration"] == [] and proc.json["integration_command"] is None
-    spec = (root / ".specflow/specs/SPEC-K.md").read_text()
-    assert "Not integration-checked: no validation command." in spec
-
-
 def one_group_spec(spec_id: str) -> str:
     return spec_text(spec_id, [("G1", [], "missing.py")])
 
@@ -157,10 +146,14 @@ def test_an_empty_complete_claim_is_partial(tmp_path):
     assert "reported complete but committed no changes" in group["deviations"]
 
 
-def test_complete_without_a_change_needs_the_models_reason(tmp_path):
+def test_complete_without_a_change_needs_the_models_reason_and_no_check_is_said(tmp_path):
+    """G1 claims complete without a change and says why; G2 writes its file. The run has no
+    validation command, so its report says it was not integration-checked."""
     reason = "missing.py already exists upstream with the required content"
-    script = {"groups": {"G1": [submit_with("nothing to do", no_change_needed=reason)]}}
-    root = make_project(tmp_path / "p", "SPEC-N", one_group_spec("SPEC-N"), script)
+    script = {"groups": {"G1": [submit_with("nothing to do", no_change_needed=reason)],
+                         "G2": writes("two.py", "Y = 2\n")}}
+    root = make_project(tmp_path / "p", "SPEC-N", spec_text(
+        "SPEC-N", [("G1", [], "missing.py"), ("G2", [], "two.py")]), script)
     proc = agentrun("run", "SPEC-N", *scripted("--max-retries", "0"), cwd=root)
     assert proc.returncode == 0, proc.stderr
     group = proc.json["groups"]["G1"]
@@ -169,6 +162,10 @@ def test_complete_without_a_change_needs_the_models_reason(tmp_path):
     assert f"no change needed: {reason}" in group["deviations"]
     spec = (root / ".specflow/specs/SPEC-N.md").read_text()
     assert f"G1: no change needed: {reason}" in spec
+    # no validation command: not checked, and said so
+    assert proc.json["groups"]["G2"]["status"] == "complete"
+    assert proc.json["integration"] == [] and proc.json["integration_command"] is None
+    assert "Not integration-checked: no validation command." in spec
 
 
 def test_an_interrupt_during_the_check_sets_the_wave_aside_for_resume(tmp_path):

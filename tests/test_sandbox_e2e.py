@@ -9,6 +9,7 @@ these tests able to fail.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import socket
@@ -21,7 +22,7 @@ import pytest
 import yaml
 from clirun import agentrun
 from gitutil import run_git
-from runkit import command, make_project, scripted, spec_text, writes
+from runkit import command, make_project, scripted, spec_text, submit, writes
 
 from agentrun.sandbox.bwrap import unavailable_reason
 
@@ -58,29 +59,6 @@ def python_writes(path: Path, text: str) -> str:
             f".write('{text}')\"")
 
 
-@needs_bwrap
-def test_a_command_cannot_write_outside_its_worktree(tmp_path):
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    root = project(tmp_path, f"echo pwned > {outside}/plain.txt",
-                   python_writes(outside / "hidden.txt", "pwned"),
-                   python_writes(tmp_path / "p" / "README.md", "pwned"))
-    proc = run(root)
-    assert proc.json["sandbox"] == ON
-    assert list(outside.iterdir()) == []
-    assert (root / "README.md").read_text() == "# fixture\n"
-    assert (root / "src/a.py").read_text() == "A = 1\n"  # the work itself landed
-
-
-@needs_bwrap
-def test_a_symlink_in_the_worktree_does_not_lead_out(tmp_path):
-    target = tmp_path / "target.txt"
-    target.write_text("mine\n")
-    root = project(tmp_path, f"ln -s {target} link.txt && echo pwned >> link.txt")
-    run(root)
-    assert target.read_text() == "mine\n"
-
-
 def fake_home(tmp_path: Path) -> Path:
     """A home directory holding a private key and a git identity."""
     home = tmp_path / "home"
@@ -90,54 +68,17 @@ def fake_home(tmp_path: Path) -> Path:
     return home
 
 
-@needs_bwrap
-def test_a_key_in_home_cannot_be_read(tmp_path):
-    home = fake_home(tmp_path)
-    root = project(tmp_path, "cat ~/.ssh/id_ed25519 > stolen.txt; cat stolen.txt",
-                   "python3 -c \"import os; print(open(os.path.expanduser('~') + "
-                   "'/.ssh/id_ed25519').read())\"")
-    run(root, env={"HOME": str(home)})
-    assert "PRIVATE-KEY-MARKER" not in run_git(root, "log", "--all", "-p")
-    assert "PRIVATE-KEY-MARKER" not in ran_outputs(root)
-
-
-@needs_bwrap
-def test_planted_hooks_and_fsmonitor_never_run_in_the_users_repo(tmp_path):
-    marker = tmp_path / "hook-ran"
-    hook = f"#!/bin/sh\\ntouch {marker}\\n"
-    plant = ("python3 -c \"import os, subprocess; d = subprocess.check_output(['git', "
-             "'rev-parse', '--path-format=absolute', '--git-common-dir'], text=True).strip(); "
-             "[open(os.path.join(d, 'hooks', h), 'w').write('" + hook + "') or "
-             "os.chmod(os.path.join(d, 'hooks', h), 0o755) for h in ('pre-commit', "
-             "'post-commit', 'post-merge')]\"")
-    root = project(tmp_path, plant, f"git config core.fsmonitor 'touch {marker}'",
-                   f"git config --global core.fsmonitor 'touch {marker}'")
-    home = fake_home(tmp_path)
-    run(root, env={"HOME": str(home)})
-    assert "fsmonitor" not in (home / ".gitconfig").read_text()
-    for name in ("pre-commit", "post-commit", "post-merge"):
-        assert not (root / ".git/hooks" / name).exists()
-    assert "fsmonitor" not in (root / ".git/config").read_text()
-    # the user's own next commands, plain git, outside agentrun
-    env = {**os.environ, "GIT_EDITOR": "true", "HOME": str(home)}
-    (root / "mine.txt").write_text("mine\n")
-    for args in (["status"], ["add", "mine.txt"], ["commit", "-qm", "mine"], ["status"]):
-        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
-    assert not marker.exists()
-
-
-@needs_bwrap
-def test_a_detached_process_does_not_outlive_its_command(tmp_path):
-    token = f"{int(time.time() * 1000) % 10**9}.{os.getpid()}"  # a unique sleep duration
-    root = project(tmp_path, f"setsid nohup sleep {token} >/dev/null 2>&1 &",
-                   f"nohup sleep {token} >/dev/null 2>&1 &", "sleep 0.5")
-    try:
-        run(root)
-        time.sleep(0.5)
-        assert survivors(token) == []
-    finally:
-        for pid in survivors(token):
-            os.kill(pid, 9)
+def escapes_project(tmp_path: Path, groups: dict[str, list[str]],
+                    files: dict[str, str] | None = None) -> Path:
+    """A project with one group per entry of `groups`: each writes its own file
+    src/<group>.py, runs its commands, and finishes (the file first: failing commands in a row
+    make the loop force a reflection turn)."""
+    script: dict[str, dict] = {"groups": {}}
+    for gid, commands in groups.items():
+        write, *finish = writes(f"src/{gid}.py", f"{gid} = 1\n")
+        script["groups"][gid] = [write, *(command(c) for c in commands), *finish]
+    spec = spec_text("SPEC-1", [(gid, [], f"src/{gid}.py") for gid in groups])
+    return make_project(tmp_path / "p", "SPEC-1", spec, script, files)
 
 
 def survivors(token: str) -> list[int]:
@@ -178,16 +119,96 @@ class Listener:
         self.sock.close()
 
 
+def connect(listener: Listener) -> str:
+    return ("python3 -c \"import socket; socket.create_connection("
+            f"('127.0.0.1', {listener.port}), timeout=3)\"")
+
+
 @needs_bwrap
-@pytest.mark.parametrize("allow", [False, True], ids=["blocked", "allow-network"])
-def test_the_network_is_closed_unless_allowed(tmp_path, allow):
+def test_every_escape_a_sandboxed_command_tries_fails(tmp_path):
+    """One sandboxed run, one group per escape (each group's work still lands):
+    G1 writes outside its worktree (plainly, and hidden in python, also to the user's
+    README); G2 follows a symlink out; G3 reads a key in $HOME; G4 plants git hooks and
+    fsmonitor settings; G5 leaves detached processes behind; G6 connects to a local listener;
+    G7 reads a home path the config allows (`home_allow`) and tries to write it."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = tmp_path / "target.txt"
+    target.write_text("mine\n")
+    home = fake_home(tmp_path)
+    (home / ".tool").mkdir()
+    (home / ".tool" / "conf").write_text("setting\n")
+    marker = tmp_path / "hook-ran"
+    hook = f"#!/bin/sh\\ntouch {marker}\\n"
+    plant = ("python3 -c \"import os, subprocess; d = subprocess.check_output(['git', "
+             "'rev-parse', '--path-format=absolute', '--git-common-dir'], text=True).strip(); "
+             "[open(os.path.join(d, 'hooks', h), 'w').write('" + hook + "') or "
+             "os.chmod(os.path.join(d, 'hooks', h), 0o755) for h in ('pre-commit', "
+             "'post-commit', 'post-merge')]\"")
+    token = f"{int(time.time() * 1000) % 10**9}.{os.getpid()}"  # a unique sleep duration
     listener = Listener()
     try:
-        root = project(tmp_path, "python3 -c \"import socket; socket.create_connection("
-                                 f"('127.0.0.1', {listener.port}), timeout=3)\"")
-        proc = run(root, *(["--allow-network"] if allow else []))
+        root = escapes_project(tmp_path, {
+            "G1": [f"echo pwned > {outside}/plain.txt",
+                      python_writes(outside / "hidden.txt", "pwned"),
+                      python_writes(tmp_path / "p" / "README.md", "pwned")],
+            "G2": [f"ln -s {target} link.txt && echo pwned >> link.txt"],
+            "G3": ["cat ~/.ssh/id_ed25519 > stolen.txt; cat stolen.txt",
+                    "python3 -c \"import os; print(open(os.path.expanduser('~') + "
+                    "'/.ssh/id_ed25519').read())\""],
+            "G4": [plant, f"git config core.fsmonitor 'touch {marker}'",
+                     f"git config --global core.fsmonitor 'touch {marker}'"],
+            "G5": [f"setsid nohup sleep {token} >/dev/null 2>&1 &",
+                       f"nohup sleep {token} >/dev/null 2>&1 &", "sleep 0.5"],
+            "G6": [connect(listener)],
+            "G7": ["cat ~/.tool/conf > seen.txt",
+                     python_writes(home / ".tool" / "conf", "changed")],
+        }, files={".specflow/config.yaml": yaml.safe_dump(
+            {"sandbox": {"home_allow": [".tool"]}})})
+        proc = run(root, env={"HOME": str(home)})
+        time.sleep(0.5)
+        assert survivors(token) == []  # G5
+    finally:
+        listener.close()
+        for pid in survivors(token):
+            os.kill(pid, 9)
+    assert proc.json["sandbox"] == ON
+    for gid in ("G1", "G2", "G3", "G4", "G5", "G6", "G7"):
+        assert (root / f"src/{gid}.py").read_text() == f"{gid} = 1\n"  # the work landed
+    # G1
+    assert list(outside.iterdir()) == []
+    assert (root / "README.md").read_text() == "# fixture\n"
+    # G2
+    assert target.read_text() == "mine\n"
+    # G3
+    assert "PRIVATE-KEY-MARKER" not in run_git(root, "log", "--all", "-p")
+    assert "PRIVATE-KEY-MARKER" not in ran_outputs(root)
+    # G6: closed without --allow-network
+    assert listener.accepted == 0
+    # G7: readable, not writable
+    assert (root / "seen.txt").read_text() == "setting\n"
+    assert (home / ".tool" / "conf").read_text() == "setting\n"
+    # G4, last: then the user's own next commands, plain git, outside agentrun
+    assert "fsmonitor" not in (home / ".gitconfig").read_text()
+    for name in ("pre-commit", "post-commit", "post-merge"):
+        assert not (root / ".git/hooks" / name).exists()
+    assert "fsmonitor" not in (root / ".git/config").read_text()
+    env = {**os.environ, "GIT_EDITOR": "true", "HOME": str(home)}
+    (root / "mine.txt").write_text("mine\n")
+    for args in (["status"], ["add", "mine.txt"], ["commit", "-qm", "mine"], ["status"]):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+    assert not marker.exists()
+
+
+@needs_bwrap
+def test_the_network_is_open_when_allowed(tmp_path):
+    """The control for G6 of the test above: the same connection with `--allow-network` arrives."""
+    listener = Listener()
+    try:
+        root = project(tmp_path, connect(listener))
+        proc = run(root, "--allow-network")
         assert proc.json["sandbox"] == ON
-        assert listener.accepted == (1 if allow else 0)
+        assert listener.accepted == 1
     finally:
         listener.close()
 
@@ -316,32 +337,43 @@ def test_the_audit_says_its_sandbox(tmp_path):
     assert off.json["sandbox"] == "off (sandbox mode off)"
 
 
-@needs_bwrap
-def test_home_allow_shows_a_home_path_read_only(tmp_path):
-    home = fake_home(tmp_path)
-    (home / ".tool").mkdir()
-    (home / ".tool" / "conf").write_text("setting\n")
-    root = project(tmp_path, "cat ~/.tool/conf > seen.txt",
-                   python_writes(home / ".tool" / "conf", "changed"),
-                   files={".specflow/config.yaml": yaml.safe_dump(
-                       {"sandbox": {"home_allow": [".tool"]}})})
-    run(root, env={"HOME": str(home)})
-    assert (root / "seen.txt").read_text() == "setting\n"
-    assert (home / ".tool" / "conf").read_text() == "setting\n"
+@pytest.fixture
+def bystander():
+    """A process group of the user's that agentrun did not start: it must survive the run."""
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()
 
 
 @needs_bwrap
-def test_a_worker_timeout_ends_everything_its_sandboxed_commands_started(tmp_path):
+def test_a_sandboxed_worker_timeout_ends_its_commands_and_cannot_be_forged(tmp_path, bystander):
+    """One sandboxed run with a worker timeout. G1's command starts a heartbeat and a detached
+    one: on the timeout both stop. G2's command tries to forge what the orchestrator reads back
+    (progress, results, in the git common dir): it sees them read-only, cannot write them, and
+    the bystander's process group it names survives (a branch cannot carry them either: git
+    tracks no `.git`)."""
     token = f"agentrun-beat-{os.getpid()}-{time.monotonic_ns()}"
     beat = "while true; do date +%s%N > {}; sleep 0.1; done"
+    line = json.dumps({"type": "spawn", "pgid": bystander.pid})
+    forged = json.dumps({"group": "G2", "groups": ["G2"], "status": "complete"})
+    forge = ("d=$(git rev-parse --git-common-dir)/agentrun/runs; "
+             f"for f in $d/*/workers/G2/progress.ndjson; do echo '{line}' >> $f; done; "
+             f"for f in $d/*/workers/G2/result.json; do echo '{forged}' > $f; done; "
+             "ls $d/*/workers/G2/ > seen.txt; sleep 300")
     script = {"groups": {"G1": [command(f"setsid bash -c '{beat.format('detached.beat')}' "
                                         f"{token} & {beat.format('shell.beat')}"),
-                                *writes("src/a.py", "A = 1\n")]}}
-    root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", ONE), script)
+                                *writes("src/a.py", "A = 1\n")],
+                         "G2": [command(forge), submit("complete", "never")]}}
+    two = [("G1", [], "src/a.py"), ("G2", [], "src/b.py")]
+    root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", two), script)
     try:
-        proc = agentrun("run", "SPEC-1", *scripted("--worker-timeout", "4"), cwd=root)
+        proc = agentrun("run", "SPEC-1", *scripted("--worker-timeout", "4", "--sandbox", "on"),
+                        cwd=root)
         assert proc.returncode == 1, proc.stderr
-        group = proc.json["groups"]["G1"]
+        groups = proc.json["groups"]
+        # G1
+        group = groups["G1"]
         assert group["stop_reason"] == "timeout"
         beats = [Path(group["worktree"]) / name for name in ("shell.beat", "detached.beat")]
         assert all(b.exists() for b in beats)
@@ -349,6 +381,13 @@ def test_a_worker_timeout_ends_everything_its_sandboxed_commands_started(tmp_pat
         last = [b.read_text() for b in beats]
         time.sleep(0.5)
         assert [b.read_text() for b in beats] == last
+        # G2: the command saw the control files (read-only) but could not write them
+        group = groups["G2"]
+        assert group["status"] == "failed" and group["stop_reason"] == "timeout"
+        assert "progress.ndjson" in (Path(group["worktree"]) / "seen.txt").read_text()
+        control = next((root / ".git/agentrun/runs").glob("*/workers/G2"))
+        assert str(bystander.pid) not in (control / "progress.ndjson").read_text()
+        assert bystander.poll() is None, "the bystander's process group was killed"
     finally:
         for pid in survivors(token):
             os.kill(pid, 9)
