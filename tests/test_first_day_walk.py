@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import yaml
-from clirun import agentrun
+from clirun import agentrun, plain_python_env
 from gitutil import init_repo, run_git
 from runkit import writes
 from test_review_cli import met, review_turn
@@ -84,8 +84,9 @@ def test_the_readme_first_day_walk(tmp_path):
     assert waves == [[["G1"], ["G2"]], [["G3"]]]
 
     script = session(tmp_path / "session.yaml")  # outside the repository, as a user keeps it
+    # the project's pytest without this environment's own pytest plugins, as a user runs it
     run = agentrun("run", "--provider", "scripted", "--script", str(script), "--yes", "--json",
-                   cwd=root)
+                   cwd=root, env=plain_python_env(tmp_path / "plain-python"))
     assert run.returncode == 0, run.stderr
     doc = run.json
     assert doc["status"] == "complete" and doc["review"]["result"] == "APPROVED"
