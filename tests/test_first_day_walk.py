@@ -98,6 +98,7 @@ def test_the_readme_first_day_walk(tmp_path):
     for path, text in (("calc/sub.py", SUB), ("calc/mul.py", MUL), ("tests/test_ops.py", TEST_OPS)):
         assert run_git(root, "show", f"HEAD:{path}") == text.rstrip("\n")
     assert run_git(root, "status", "--porcelain") == ""
-    subjects = run_git(root, "log", "--format=%s", f"{first}..HEAD").splitlines()
+    # topological order: commits made within the same second have no order by date
+    subjects = run_git(root, "log", "--topo-order", "--format=%s", f"{first}..HEAD").splitlines()
     assert subjects[-1] == "agentrun: commit SPEC-001 and scaffolding before run"
     assert "status: done" in spec.read_text()
