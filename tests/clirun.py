@@ -66,3 +66,18 @@ def finish(proc: subprocess.Popen, timeout: float = 180) -> CliResult:
     """Wait for a process from `start` and collect what it printed."""
     out, err = proc.communicate(timeout=timeout)
     return CliResult(proc.returncode, out, err)
+
+
+def plain_python_env(folder: Path) -> dict[str, str]:
+    """`env` for a run whose project tests itself with `python -m pytest`: PATH starts with a
+    `python` that is this interpreter with pytest's plugin autoload off. The project's pytest
+    then loads none of this test environment's own plugins (hypothesis, xdist, benchmark: ~2 s
+    each time pytest starts; a validation command starts it often), as in a user's
+    environment; the project's tests run under pytest as before."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("python", "python3"):
+        shim = folder / name
+        shim.write_text(f'#!/bin/sh\nPYTEST_DISABLE_PLUGIN_AUTOLOAD=1 exec "{sys.executable}" '
+                        '"$@"\n', encoding="utf-8")
+        shim.chmod(0o755)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}

@@ -155,15 +155,19 @@ def dispatch(engine, tmp_path: Path, origin: Path, spec: str, run_id: str):
     event = tmp_path / f"event-{run_id}.json"
     event.write_text(json.dumps({"inputs": {"spec": spec, "agentrun": str(engine["wheel"])}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "RUNNER_"))}
+    # pip's check after an install for conflicts among *all* installed packages (here the
+    # test environment's, through setup-python's stand-in) only warns and takes a third of
+    # each job's install; "0" turns `--no-warn-conflicts` on (pip reads it as the setting)
     env.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1",
                HOME=str(tmp_path / "home"), PIP_NO_INDEX="1",
-               PIP_DISABLE_PIP_VERSION_CHECK="1")
+               PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_WARN_CONFLICTS="0")
     cmd = [ACT, "workflow_dispatch", "-W", str(WORKFLOW), "-e", str(event),
            "--input", f"spec={spec}", "--input", f"agentrun={engine['wheel']}",
            "-P", "ubuntu-latest=-self-hosted", "--no-skip-checkout",
            "-s", "GITHUB_TOKEN=token-of-the-test-run",
            "--env", f"GITHUB_RUN_ID={run_id}", "--env", f"ACT_TEST_ARTIFACTS={artifacts}",
            "--env", f"ACT_TEST_PYTHON={sys.executable}", "--env", "PIP_NO_INDEX=1",
+           "--env", "PIP_NO_WARN_CONFLICTS=0",
            *engine["flags"]]
     proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True,
                           check=False, timeout=600)

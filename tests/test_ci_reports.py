@@ -143,7 +143,7 @@ THREE = [("G1", [], "one.txt"), ("G2", [], "two.txt"), ("G3", ["G2"], "three.txt
 
 
 def test_run_writes_junit_events_and_github_reports(tmp_path):
-    script = {"groups": {"G1": writes("one.txt", "1\n", latency=2.0),
+    script = {"groups": {"G1": writes("one.txt", "1\n", latency=1.0),
                          "G2": [submit("failed", "no", error="compile error in two.txt")],
                          "G3": writes("three.txt", "3\n")}}
     root = make_project(tmp_path / "p", "SPEC-45", spec_text("SPEC-45", THREE), script)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clirun import agentrun
+from clirun import agentrun, plain_python_env
 from gitutil import run_git
 
 from agentrun.sandbox.bwrap import unavailable_reason
@@ -10,7 +10,9 @@ from agentrun.sandbox.bwrap import unavailable_reason
 
 def test_demo_runs_the_example_end_to_end(tmp_path):
     target = tmp_path / "demo"
-    proc = agentrun("demo", "--dir", str(target), "--json", timeout=300)
+    # the example's pytest without this environment's own pytest plugins, as a user runs it
+    proc = agentrun("demo", "--dir", str(target), "--json", timeout=300,
+                    env=plain_python_env(tmp_path / "plain-python"))
     assert proc.returncode == 0, proc.stderr
     result = proc.json
     assert result["status"] == "complete" and result["mode"] == "orchestrated"

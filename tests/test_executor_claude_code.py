@@ -87,11 +87,13 @@ def report(status: str = "complete", **extra: Any) -> str:
 
 class CliModel:
     """Answers Claude Code as a model would: write the group's file with `Write`, then end
-    with the result block. `final` replaces that last message (a CLI that misbehaves)."""
+    with the result block. `finals` maps a file to the last messages it ends with instead (a
+    CLI that misbehaves), and `errors` to the error or delayed reply its calls get."""
 
-    def __init__(self, final: list[str] | None = None) -> None:
-        self.final = final
-        self.finals = 0
+    def __init__(self, finals: dict[str, list[str]] | None = None,
+                 errors: dict[str, Error | Reply] | None = None) -> None:
+        self.finals, self.errors = finals or {}, errors or {}
+        self.ended: dict[str, int] = {}
 
     def __call__(self, request: RecordedRequest) -> Reply | Error:
         body = request.body or {}
@@ -100,16 +102,19 @@ class CliModel:
             return Reply(text="ok", usage=USAGE)
         first = text_of(messages[0].get("content")) if messages else ""
         target, cwd = CREATE.search(first), CWD.search(json.dumps(body))
+        file = target.group(1) if target else "?"
+        if file in self.errors:
+            return self.errors[file]
         last = messages[-1].get("content") if messages else None
         answered = isinstance(last, list) and any(
             isinstance(p, dict) and p.get("type") == "tool_result" for p in last)
         if target and cwd and not answered and len(messages) == 1:
-            path = f"{cwd.group(1)}/{target.group(1)}"
+            path = f"{cwd.group(1)}/{file}"
             return Reply(tool_calls=[{"name": "Write", "arguments": {
-                "file_path": path, "content": f"made for {target.group(1)}\n"}}], usage=USAGE)
-        if self.final is not None:
-            self.finals += 1
-            return Reply(text=self.final[min(self.finals, len(self.final)) - 1], usage=USAGE)
+                "file_path": path, "content": f"made for {file}\n"}}], usage=USAGE)
+        if file in self.finals:
+            n = self.ended[file] = self.ended.get(file, 0) + 1
+            return Reply(text=self.finals[file][min(n, len(self.finals[file])) - 1], usage=USAGE)
         return Reply(text=report(), usage=USAGE)
 
 
@@ -152,51 +157,41 @@ def test_claude_code_workers_run_an_orchestrated_spec(tmp_path, claude_bin):
     assert [str(p) for p in written if API_KEY.encode() in p.read_bytes()] == []
 
 
-def test_a_cli_that_never_reports_is_asked_once_more_then_gives_up(tmp_path, claude_bin):
-    """No result block even when asked again: not complete. The file it wrote is kept as
-    partial work (the rule for any attempt that fails after writing), with the reason."""
-    root = make_project(tmp_path / "project", GROUPS[:1])
-    model = CliModel(final=["All done, the file is written."])
+def test_a_missing_result_gets_one_follow_up_in_the_same_session(tmp_path, claude_bin):
+    """One run, two groups: G1's CLI never reports, even when asked again: not complete. The
+    file it wrote is kept as partial work (the rule for any attempt that fails after writing),
+    with the reason. G2's CLI reports late, after the follow-up: accepted, complete."""
+    root = make_project(tmp_path / "project", GROUPS[:2])
+    model = CliModel(finals={"src/alpha.txt": ["All done, the file is written."],
+                             "src/beta.txt": ["The file is written.", report()]})
     with FakeModelServer(responder=model) as server:
         proc = run(root, server, claude_bin, "--max-retries", "0")
-    assert proc.returncode == 1, proc.stderr
-    group = proc.json["groups"]["G1"]
-    assert group["status"] == "partial" and group["files_created"] == ["src/alpha.txt"]
-    assert "no fenced JSON block" in group["error"]
-    assert model.finals == 2  # the follow-up in the same session got no block either
+    assert proc.returncode == 1, proc.stderr  # G1 did not complete
+    never, late = proc.json["groups"]["G1"], proc.json["groups"]["G2"]
+    assert never["status"] == "partial" and never["files_created"] == ["src/alpha.txt"]
+    assert "no fenced JSON block" in never["error"]
+    assert model.ended["src/alpha.txt"] == 2  # the follow-up in the same session got none
+    assert late["status"] == "complete" and (root / "src/beta.txt").exists()
+    assert model.ended["src/beta.txt"] == 2  # accepted from the follow-up
     resumed = [r for r in server.requests if "Your result could not be read"
                in json.dumps((r.body or {}).get("messages", []))]
-    assert resumed and len(resumed[0].body["messages"]) > 2  # it continued the conversation
+    # each follow-up continued its conversation
+    assert len(resumed) == 2 and all(len(r.body["messages"]) > 2 for r in resumed)
 
 
-def test_a_late_report_after_the_follow_up_is_accepted(tmp_path, claude_bin):
-    root = make_project(tmp_path / "project", GROUPS[:1])
-    model = CliModel(final=["The file is written.", report()])
+def test_a_cli_error_and_a_timeout_fail_their_groups(tmp_path, claude_bin):
+    """One run, two groups: G1's CLI gets an API error, G2's model never answers in time."""
+    root = make_project(tmp_path / "project", GROUPS[:2])
+    model = CliModel(errors={"src/alpha.txt": Error(400, "model zzz-4711 is unknown"),
+                             "src/beta.txt": Reply(text="...", delay_s=60)})
     with FakeModelServer(responder=model) as server:
-        proc = run(root, server, claude_bin, "--max-retries", "0")
-    assert proc.returncode == 0, proc.stderr
-    assert proc.json["groups"]["G1"]["status"] == "complete"
-    assert (root / "src/alpha.txt").exists()
-
-
-def test_a_cli_error_fails_the_group_with_the_reason(tmp_path, claude_bin):
-    root = make_project(tmp_path / "project", GROUPS[:1])
-    with FakeModelServer(responder=lambda r: Error(400, "model zzz-4711 is unknown")) as server:
-        proc = run(root, server, claude_bin, "--max-retries", "0")
-    assert proc.returncode == 1, proc.stderr
-    group = proc.json["groups"]["G1"]
-    assert group["status"] == "failed"
-    assert "the CLI reported an error" in group["error"]
-    assert "zzz-4711" in group["error"]
-
-
-def test_a_cli_past_the_worker_timeout_is_stopped(tmp_path, claude_bin):
-    root = make_project(tmp_path / "project", GROUPS[:1])
-    with FakeModelServer(responder=lambda r: Reply(text="...", delay_s=60)) as server:
         proc = run(root, server, claude_bin, "--max-retries", "0", "--worker-timeout", "8")
     assert proc.returncode == 1, proc.stderr
-    group = proc.json["groups"]["G1"]
-    assert group["status"] == "failed" and group["stop_reason"] == "timeout"
+    error, slow = proc.json["groups"]["G1"], proc.json["groups"]["G2"]
+    assert error["status"] == "failed"
+    assert "the CLI reported an error" in error["error"]
+    assert "zzz-4711" in error["error"]
+    assert slow["status"] == "failed" and slow["stop_reason"] == "timeout"
 
 
 def test_a_missing_cli_stops_the_run_before_any_worker(tmp_path):

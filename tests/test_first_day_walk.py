@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import yaml
-from clirun import agentrun
+from clirun import agentrun, plain_python_env
 from gitutil import init_repo, run_git
 from runkit import writes
 from test_review_cli import met, review_turn
@@ -84,8 +84,9 @@ def test_the_readme_first_day_walk(tmp_path):
     assert waves == [[["G1"], ["G2"]], [["G3"]]]
 
     script = session(tmp_path / "session.yaml")  # outside the repository, as a user keeps it
+    # the project's pytest without this environment's own pytest plugins, as a user runs it
     run = agentrun("run", "--provider", "scripted", "--script", str(script), "--yes", "--json",
-                   cwd=root)
+                   cwd=root, env=plain_python_env(tmp_path / "plain-python"))
     assert run.returncode == 0, run.stderr
     doc = run.json
     assert doc["status"] == "complete" and doc["review"]["result"] == "APPROVED"
@@ -97,6 +98,7 @@ def test_the_readme_first_day_walk(tmp_path):
     for path, text in (("calc/sub.py", SUB), ("calc/mul.py", MUL), ("tests/test_ops.py", TEST_OPS)):
         assert run_git(root, "show", f"HEAD:{path}") == text.rstrip("\n")
     assert run_git(root, "status", "--porcelain") == ""
-    subjects = run_git(root, "log", "--format=%s", f"{first}..HEAD").splitlines()
+    # topological order: commits made within the same second have no order by date
+    subjects = run_git(root, "log", "--topo-order", "--format=%s", f"{first}..HEAD").splitlines()
     assert subjects[-1] == "agentrun: commit SPEC-001 and scaffolding before run"
     assert "status: done" in spec.read_text()
