@@ -118,8 +118,11 @@ class CliModel:
         return Reply(text=report(), usage=USAGE)
 
 
-def run(root: Path, server: FakeModelServer, claude_dir: Path | None, *extra: str):
-    return agentrun("run", SPEC, "--executor", "claude-code", "--provider", "anthropic",
+def run(root: Path, server: FakeModelServer, claude_dir: Path | None, *extra: str,
+        executor: str | None = "claude-code"):
+    """`agentrun run` of the fixture spec; `executor=None` leaves the choice to the config."""
+    chosen = ["--executor", executor] if executor else []
+    return agentrun("run", SPEC, *chosen, "--provider", "anthropic",
                     "--model", "claude-sonnet-4-6", "--yes", "--json", "--no-review", *extra,
                     env=env_for(server, claude_dir), cwd=root, timeout=400)
 
@@ -165,7 +168,7 @@ def test_a_missing_result_gets_one_follow_up_in_the_same_session(tmp_path, claud
     model = CliModel(finals={"src/alpha.txt": ["All done, the file is written."],
                              "src/beta.txt": ["The file is written.", report()]})
     with FakeModelServer(responder=model) as server:
-        proc = run(root, server, claude_bin, "--max-retries", "0")
+        proc = run(root, server, claude_bin, "--retries", "0")
     assert proc.returncode == 1, proc.stderr  # G1 did not complete
     never, late = proc.json["groups"]["G1"], proc.json["groups"]["G2"]
     assert never["status"] == "partial" and never["files_created"] == ["src/alpha.txt"]
@@ -185,7 +188,7 @@ def test_a_cli_error_and_a_timeout_fail_their_groups(tmp_path, claude_bin):
     model = CliModel(errors={"src/alpha.txt": Error(400, "model zzz-4711 is unknown"),
                              "src/beta.txt": Reply(text="...", delay_s=60)})
     with FakeModelServer(responder=model) as server:
-        proc = run(root, server, claude_bin, "--max-retries", "0", "--worker-timeout", "8")
+        proc = run(root, server, claude_bin, "--retries", "0", "--worker-timeout", "8")
     assert proc.returncode == 1, proc.stderr
     error, slow = proc.json["groups"]["G1"], proc.json["groups"]["G2"]
     assert error["status"] == "failed"
@@ -223,10 +226,10 @@ def test_an_agent_definition_may_name_the_executor(tmp_path):
     run_git(root, "add", "-A")
     run_git(root, "commit", "-qm", "workers run on claude-code")
     with FakeModelServer(responder=CliModel()) as server:
-        chosen = run(root, server, None)
-        flag = run(root, server, None, "--executor", "builtin", "--dry-run")
+        chosen = run(root, server, None, executor=None)
+        flag = run(root, server, None, "--dry-run", executor="builtin")
         override.write_text(packaged.replace("---\n", "---\nexecutor: codez\n", 1))
-        wrong = run(root, server, None, "--executor", "builtin", "--dry-run")
+        wrong = run(root, server, None, "--dry-run", executor="builtin")
     assert chosen.returncode == 3, chosen.stderr  # the definition asked for the missing CLI
     assert "npm install -g @anthropic-ai/claude-code" in chosen.json["error"]["hint"]
     assert flag.returncode == 0, flag.stderr
