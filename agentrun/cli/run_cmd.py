@@ -193,10 +193,6 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         from agentrun.providers.scripted import ScriptedProvider
 
         ScriptedProvider.from_file(cfg.script)
-    if not opts["dry_run"] and not opts["sequential"]:
-        from agentrun.run import pool
-
-        pool.warm_up(cfg.provider)
     settings, limits = worker_settings(config, cfg, opts)
     executor = choose_executor(opts["executor"] or config.executor
                                or worker_agent(project, plan).executor or "builtin",

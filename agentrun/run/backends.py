@@ -330,6 +330,10 @@ class ProcessBackend:
     def sequential(self) -> bool:
         return self.fallback is not None
 
+    def warm_up(self) -> None:
+        """Start the process server in the background, so the first worker does not wait."""
+        pool.warm_up(self.provider)
+
     def start(self, batch: Batch, base: str) -> WorkerHandle:
         assignment = self.prepare(batch, base)
         if self.fallback is None:

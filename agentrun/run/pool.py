@@ -95,10 +95,9 @@ class WorkerProcess:
 
 
 def warm_up(provider: str) -> None:
-    """Start the forkserver and its imports in the background, while the CLI prepares the run.
-
-    The first worker otherwise waits for the server to import the worker code and the SDK
-    (0.5–2 s); started early, that overlaps with planning and the pre-execution summary.
+    """Start the forkserver and its imports in the background, once the run has passed its
+    checks. The first worker otherwise waits for the server to import the worker code and the
+    SDK (0.5–2 s); started early, that overlaps with the base check and the first worktrees.
     """
     def start() -> None:
         ctx = _context(provider)
