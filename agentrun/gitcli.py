@@ -44,6 +44,10 @@ _QUIET_ENV = {
 # Configuration that would make git run a command of a worker's choosing, switched off for
 # every call (a later `-c` wins over every config file).
 SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+# No automatic housekeeping during a run: a commit or merge would otherwise start a background
+# `git maintenance`/`gc --auto` that repacks and prunes while other workers write to the same
+# object store. The user's own next git command does it as usual.
+NO_AUTO_MAINTENANCE = ("-c", "maintenance.auto=false", "-c", "gc.auto=0")
 
 
 class GitError(AgentrunError):
@@ -79,7 +83,7 @@ def run_git(*args: str, cwd: Path, env: dict[str, str] | None = None,
     Output is decoded as UTF-8 with surrogateescape so that odd bytes in file names survive a
     round trip instead of raising.
     """
-    argv = ["git", "-c", "core.quotepath=off", *SAFE_CONFIG, *args]
+    argv = ["git", "-c", "core.quotepath=off", *SAFE_CONFIG, *NO_AUTO_MAINTENANCE, *args]
     try:
         return subprocess.run(
             argv, cwd=cwd, env=git_env(env), input=stdin, capture_output=True, text=True,

@@ -86,3 +86,21 @@ def test_git_gets_no_secrets(monkeypatch, tmp_path):
     assert "HARMLESS=keep-me" in seen
     for value in ("sk-ant-secret-value", "ghp_secret_value", "hush-hush"):
         assert value not in seen
+
+
+
+def test_our_commits_start_no_housekeeping(monkeypatch, tmp_path):
+    """After a commit git starts `git maintenance run --auto` (or `gc --auto`), which may
+    repack and prune; agentrun's commits, made while other workers write to the same object
+    store, leave that to the user's own next git command."""
+    repo = init_repo(tmp_path / "r", {"a.txt": "a\n"})
+    trace = tmp_path / "trace"
+    monkeypatch.setenv("GIT_TRACE", str(trace))
+    commit_files(repo, {"b.txt": "b\n"}, "plain git")
+    assert "maintenance" in trace.read_text() or "'gc'" in trace.read_text()
+    trace.unlink()
+
+    (repo / "c.txt").write_text("c\n")
+    assert workspace.commit_all(repo, "ours")
+    assert "built-in: git commit" in trace.read_text()  # traced, and
+    assert "maintenance" not in trace.read_text() and "'gc'" not in trace.read_text()
