@@ -25,7 +25,7 @@ def test_self_reported_failure_is_retried_once_validation_failures_keep_the_retr
     root = make_project(tmp_path / "p", "SPEC-50", spec_text("SPEC-50", TWO), script)
     check = ("python -c 'import ast, pathlib; p = pathlib.Path(\"src/b.py\"); "
              "p.exists() and ast.parse(p.read_text())'")  # passes on the base: no file yet
-    proc = agentrun("run", "SPEC-50", *scripted("--max-retries", "3", "--validate", check),
+    proc = agentrun("run", "SPEC-50", *scripted("--retries", "3", "--validate", check),
                     cwd=root)
     assert proc.returncode == 1, proc.stderr
     group = proc.json["groups"]["G1"]
