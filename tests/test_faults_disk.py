@@ -80,7 +80,7 @@ def test_too_little_space_refuses_to_start_and_a_disk_filling_mid_run_stops_clea
     """On one small disk: run 1 meets too little space to start and is refused before any
     worktree; with the space back, run 2 starts afresh, and its disk fills up while its
     workers run: it stops cleanly; with the space back again, run 3 (`--resume`) finishes."""
-    src = project(tmp_path / "src", latency=3.0)
+    src = project(tmp_path / "src", latency=2.0)
     args = " ".join(scripted())
     # the resume needs no latency: the same turns without it, from a script outside the disk
     fast = tmp_path / "fast.yaml"
