@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import compileall
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,3 +27,12 @@ def fake_model_server() -> Iterator[FakeModelServer]:
     """A running `FakeModelServer` on 127.0.0.1 (see tests/fake_model_server.py)."""
     with FakeModelServer() as server:
         yield server
+
+
+@pytest.fixture
+def bystander() -> Iterator[subprocess.Popen]:
+    """A process group of the user's that agentrun did not start: it must survive the run."""
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()

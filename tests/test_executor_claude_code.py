@@ -8,15 +8,13 @@ and merges as for its own loop.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
+import npmcli
 import pytest
 from clirun import agentrun
 from fake_model_server import Error, FakeModelServer, RecordedRequest, Reply
@@ -39,28 +37,13 @@ CWD = re.compile(r"[Ww]orking directory: (/[^\s\"\\]+)")
 @pytest.fixture(scope="session")
 def claude_bin() -> Path:
     """The installed CLI's folder (installed on first use; one install across test workers)."""
-    exe = CACHE / "node_modules" / ".bin" / "claude"
-    if not exe.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("node/npm are not installed here, so the Claude Code CLI cannot be")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        with open(CACHE / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not exe.exists():
-                subprocess.run([npm, "install", "--prefix", str(CACHE), "--no-audit",
-                                "--no-fund", PACKAGE], check=True, capture_output=True,
-                               timeout=600)
-    return exe.parent
+    return npmcli.installed(CACHE, "claude", PACKAGE, "Claude Code")
 
 
 def env_for(server: FakeModelServer, claude_dir: Path | None) -> dict[str, str]:
-    path = os.environ.get("PATH", "")
-    if claude_dir is None:  # a PATH without the CLI
-        path = os.pathsep.join(p for p in path.split(os.pathsep)
-                               if not (Path(p) / "claude").exists())
-    return {"ANTHROPIC_BASE_URL": server.anthropic_base_url, "ANTHROPIC_API_KEY": API_KEY,
-            "PATH": f"{claude_dir}{os.pathsep}{path}" if claude_dir else path}
+    """The server and key, and a PATH with the CLI in `claude_dir` first (None: without it)."""
+    return npmcli.path_for({"ANTHROPIC_BASE_URL": server.anthropic_base_url,
+                           "ANTHROPIC_API_KEY": API_KEY}, "claude", claude_dir)
 
 
 def make_project(root: Path, groups=GROUPS) -> Path:

@@ -9,14 +9,12 @@ to keep the number of CLI runs small.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
+import npmcli
 import pytest
 from clirun import agentrun
 from fake_model_server import Error, FakeModelServer, RecordedRequest, Reply
@@ -41,28 +39,13 @@ REASK = "Your result could not be read"
 @pytest.fixture(scope="session")
 def codex_bin() -> Path:
     """The installed CLI's folder (installed on first use; one install across test workers)."""
-    exe = CACHE / "node_modules" / ".bin" / "codex"
-    if not exe.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("node/npm are not installed here, so the Codex CLI cannot be")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        with open(CACHE / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not exe.exists():
-                subprocess.run([npm, "install", "--prefix", str(CACHE), "--no-audit",
-                                "--no-fund", PACKAGE], check=True, capture_output=True,
-                               timeout=600)
-    return exe.parent
+    return npmcli.installed(CACHE, "codex", PACKAGE, "Codex")
 
 
 def env_for(server: FakeModelServer, codex_dir: Path | None) -> dict[str, str]:
-    path = os.environ.get("PATH", "")
-    if codex_dir is None:  # a PATH without the CLI
-        path = os.pathsep.join(p for p in path.split(os.pathsep)
-                               if not (Path(p) / "codex").exists())
-    return {"OPENAI_BASE_URL": server.openai_base_url, "OPENAI_API_KEY": API_KEY,
-            "PATH": f"{codex_dir}{os.pathsep}{path}" if codex_dir else path}
+    """The server and key, and a PATH with the CLI in `codex_dir` first (None: without it)."""
+    return npmcli.path_for({"OPENAI_BASE_URL": server.openai_base_url,
+                           "OPENAI_API_KEY": API_KEY}, "codex", codex_dir)
 
 
 def make_project(root: Path, groups=GROUPS) -> Path:

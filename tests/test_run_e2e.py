@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -145,15 +144,6 @@ def test_branches_land_in_group_order_as_soon_as_they_can(tmp_path):
 
 
 TWO = [("G1", [], "one.txt"), ("G2", [], "two.txt")]
-
-
-@pytest.fixture
-def bystander():
-    """A process group of the user's that agentrun did not start: it must survive the run."""
-    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    yield proc
-    proc.kill()
-    proc.wait()
 
 
 def _dead(pid: int, timeout: float = 5) -> bool:

@@ -337,15 +337,6 @@ def test_the_audit_says_its_sandbox(tmp_path):
     assert off.json["sandbox"] == "off (sandbox mode off)"
 
 
-@pytest.fixture
-def bystander():
-    """A process group of the user's that agentrun did not start: it must survive the run."""
-    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    yield proc
-    proc.kill()
-    proc.wait()
-
-
 @needs_bwrap
 def test_a_sandboxed_worker_timeout_ends_its_commands_and_cannot_be_forged(tmp_path, bystander):
     """One sandboxed run with a worker timeout. G1's command starts a heartbeat and a detached

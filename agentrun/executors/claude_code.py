@@ -46,13 +46,12 @@ def find_cli(exe: str = "claude") -> Cli:
 
 
 @dataclass
-class _Stream:
+class _Stream(headless.EventLines):
     """What the CLI's stream of JSON events said, followed as it arrives."""
 
     emit: Callable[[dict[str, Any]], None]
     record: Callable[..., None]
     group: str
-    pending: bytes = b""
     session: str | None = None
     steps: int = 0
     wrote: bool = False
@@ -60,25 +59,10 @@ class _Stream:
     last_action: str = ""
     observation: str = ""
     final: dict[str, Any] | None = None
-    noise: list[str] = field(default_factory=list)
     replies: set[Any] = field(default_factory=set)  # message ids whose usage is counted
     spent: Usage = field(default_factory=Usage)  # as the replies came (the display, the cap)
 
-    def feed(self, chunk: bytes) -> None:
-        self.pending += chunk
-        *lines, self.pending = self.pending.split(b"\n")
-        for line in lines:
-            self.line(line.decode("utf-8", "replace"))
-
-    def line(self, text: str) -> None:
-        try:
-            event = json.loads(text)
-        except ValueError:
-            if text.strip():
-                self.noise = [*self.noise[-19:], text]
-            return
-        if not isinstance(event, dict):
-            return
+    def event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         self.session = event.get("session_id") or self.session
         if kind == "assistant":
@@ -195,8 +179,7 @@ class ClaudeCodeExecutor:
             result = self.sandbox.run(argv, cwd=Path(task.worktree),
                                       timeout_s=max(1.0, budget.time_left()), env=env,
                                       on_output=headless.guarded(stream.feed))
-        if stream.pending:
-            stream.line(stream.pending.decode("utf-8", "replace"))
+        stream.flush()
         stop = StopReason.INTERRUPTED if watcher.fired else \
             StopReason.TIMEOUT if result.timed_out else None
         if stream.final is None and stop is None:

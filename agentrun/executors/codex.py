@@ -69,7 +69,7 @@ def from_environment(model: str, sandbox: Sandbox, environ: Mapping[str, str]) -
 
 
 @dataclass
-class _Stream:
+class _Stream(headless.EventLines):
     """What the CLI's `--json` events said, followed as they arrive."""
 
     emit: Callable[[dict[str, Any]], None]
@@ -78,7 +78,6 @@ class _Stream:
     # the session's tokens when this process started: a turn's usage is the session's total
     # so far (a resumed session's includes the first run's)
     reported: Usage = field(default_factory=Usage)
-    pending: bytes = b""
     session: str | None = None
     steps: int = 0
     wrote: bool = False
@@ -88,24 +87,9 @@ class _Stream:
     message: str = ""  # the last agent message: the one that carries the result block
     turns: int = 0  # turns that completed
     failure: str | None = None
-    noise: list[str] = field(default_factory=list)
     spent: Usage = field(default_factory=Usage)  # by this process, as the turns ended
 
-    def feed(self, chunk: bytes) -> None:
-        self.pending += chunk
-        *lines, self.pending = self.pending.split(b"\n")
-        for line in lines:
-            self.line(line.decode("utf-8", "replace"))
-
-    def line(self, text: str) -> None:
-        try:
-            event = json.loads(text)
-        except ValueError:
-            if text.strip():
-                self.noise = [*self.noise[-19:], text]
-            return
-        if not isinstance(event, dict):
-            return
+    def event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         if kind == "thread.started":
             self.session = str(event.get("thread_id") or "") or self.session
@@ -202,8 +186,7 @@ class CodexExecutor:
             result = self.sandbox.run([*argv, prompt], cwd=Path(task.worktree),
                                       timeout_s=max(1.0, budget.time_left()), env=env,
                                       on_output=headless.guarded(stream.feed))
-        if stream.pending:
-            stream.line(stream.pending.decode("utf-8", "replace"))
+        stream.flush()
         stop = StopReason.INTERRUPTED if watcher.fired else \
             StopReason.TIMEOUT if result.timed_out else None
         if stop is None and stream.failure is None and (result.exit_code or not stream.turns):

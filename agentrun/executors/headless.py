@@ -6,15 +6,16 @@ message like `submit_result`'s arguments, and turning a run into an `AttemptOutc
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shutil
 import signal
 import subprocess
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -35,6 +36,41 @@ class Cli:
 
     exe: str
     version: str
+
+
+@dataclass(kw_only=True)
+class EventLines:
+    """A CLI's stdout of JSON events, one a line, split as the chunks arrive. Lines that are
+    not JSON (the last 20) are kept to explain a CLI that ends without finishing its turn."""
+
+    pending: bytes = b""
+    noise: list[str] = field(default_factory=list)
+
+    def feed(self, chunk: bytes) -> None:
+        self.pending += chunk
+        *lines, self.pending = self.pending.split(b"\n")
+        for line in lines:
+            self.line(line.decode("utf-8", "replace"))
+
+    def flush(self) -> None:
+        """The last line, when the CLI ended without a newline."""
+        if self.pending:
+            self.line(self.pending.decode("utf-8", "replace"))
+            self.pending = b""
+
+    def line(self, text: str) -> None:
+        try:
+            event = json.loads(text)
+        except ValueError:
+            if text.strip():
+                self.noise = [*self.noise[-19:], text]
+            return
+        if isinstance(event, dict):
+            self.event(event)
+
+    def event(self, event: dict[str, Any]) -> None:
+        """One event of the CLI's; each executor reads its own kinds."""
+        raise NotImplementedError
 
 
 def find_cli(exe: str, product: str, install: str, minimum: tuple[int, int, int]) -> Cli:
