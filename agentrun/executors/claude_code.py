@@ -12,7 +12,7 @@ the same session, then the attempt fails with the reason.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,8 +27,7 @@ from agentrun.executors.keyproxy import KeyProxy
 from agentrun.protocol import StopReason
 from agentrun.providers.base import Usage
 from agentrun.sandbox.base import Sandbox
-from agentrun.tools.base import CommandPolicy
-from agentrun.tools.environment import private_home, scrubbed_env
+from agentrun.tools.environment import private_home
 
 INSTALL = "npm install -g @anthropic-ai/claude-code@2"
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
@@ -45,22 +44,12 @@ def find_cli(exe: str = "claude") -> Cli:
     return headless.find_cli(exe, "Claude Code", INSTALL, (MIN_MAJOR, 0, 0))
 
 
-@dataclass
-class _Stream(headless.EventLines):
+@dataclass(kw_only=True)
+class _Stream(headless.CliStream):
     """What the CLI's stream of JSON events said, followed as it arrives."""
 
-    emit: Callable[[dict[str, Any]], None]
-    record: Callable[..., None]
-    group: str
-    session: str | None = None
-    steps: int = 0
-    wrote: bool = False
-    last_thought: str = ""
-    last_action: str = ""
-    observation: str = ""
     final: dict[str, Any] | None = None
     replies: set[Any] = field(default_factory=set)  # message ids whose usage is counted
-    spent: Usage = field(default_factory=Usage)  # as the replies came (the display, the cap)
 
     def event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -123,19 +112,10 @@ def from_environment(model: str, sandbox: Sandbox,
                               upstream=environ.get("ANTHROPIC_BASE_URL") or DEFAULT_UPSTREAM)
 
 
-class ClaudeCodeExecutor:
-    """Runs attempts with the `claude` CLI; `upstream` and `key` are the real model server and
-    key, which only the worker's `KeyProxy` holds."""
+class ClaudeCodeExecutor(headless.CliExecutor):
+    """Runs attempts with the `claude` CLI."""
 
-    def __init__(self, cli: Cli, model: str, sandbox: Sandbox, *, upstream: str, key: str,
-                 config_dir: Path) -> None:
-        self.cli, self.model, self.sandbox = cli, model, sandbox
-        self.upstream, self.key = upstream, key
-        self.config_dir = config_dir  # the CLI's own, kept between its runs (for --resume)
-
-    def describe(self) -> dict[str, str]:
-        return {"provider": "claude-code", "model": self.model, "executor": "claude-code",
-                "cli_version": self.cli.version}
+    name = "claude-code"
 
     def run_attempt(self, task: AgentTask, attempt: Attempt) -> AttemptOutcome:
         attempt.before_write()  # the CLI may write from its first moment
@@ -157,7 +137,6 @@ class ClaudeCodeExecutor:
     def _run(self, task: AgentTask, attempt: Attempt, proxy: KeyProxy, prompt: str,
              resume: str | None) -> tuple[_Stream, StopReason | None]:
         """One CLI process; (what it said, why it was stopped — None if it ended itself)."""
-        budget = attempt.budget
         stream = _Stream(emit=attempt.on_event or (lambda e: None),
                          record=attempt.transcript.record, group=task.group)
         argv = [self.cli.exe, "-p", prompt, "--output-format", "stream-json", "--verbose",
@@ -166,22 +145,14 @@ class ClaudeCodeExecutor:
                 "--append-system-prompt", render("claude_code_system", {}, task.project_root)]
         if resume:
             argv += ["--resume", resume]
-        env, _secrets = scrubbed_env(task.command_policy or CommandPolicy())
-        env = {**env, "PATH": f"{Path(self.cli.exe).parent}:{env.get('PATH', '')}", **QUIET,
-               "CLAUDE_CONFIG_DIR": str(self.config_dir),
-               "ANTHROPIC_BASE_URL": proxy.url, "ANTHROPIC_API_KEY": proxy.token}
+        env = self.cli_env(task, {**QUIET, "CLAUDE_CONFIG_DIR": str(self.config_dir),
+                                  "ANTHROPIC_BASE_URL": proxy.url,
+                                  "ANTHROPIC_API_KEY": proxy.token})
         if task.limits.max_steps:
             argv += ["--max-turns", str(task.limits.max_steps)]
         attempt.transcript.record("cli_start", argv=[*argv[:2], "(prompt)", *argv[3:]],
                                   resume=resume)
-        watcher = headless.CancelWatcher(budget.cancel, self.sandbox)
-        with watcher:
-            result = self.sandbox.run(argv, cwd=Path(task.worktree),
-                                      timeout_s=max(1.0, budget.time_left()), env=env,
-                                      on_output=headless.guarded(stream.feed))
-        stream.flush()
-        stop = StopReason.INTERRUPTED if watcher.fired else \
-            StopReason.TIMEOUT if result.timed_out else None
+        result, stop = self.run_cli(argv, env, task, attempt, stream)
         if stream.final is None and stop is None:
             tail = "\n".join(stream.noise[-5:]) or result.output[-1000:]
             stream.final = {"is_error": True, "result": f"the CLI exited with code "

@@ -16,7 +16,7 @@ reason.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +31,7 @@ from agentrun.executors.keyproxy import KeyProxy
 from agentrun.protocol import StopReason
 from agentrun.providers.base import Usage
 from agentrun.sandbox.base import Sandbox
-from agentrun.tools.base import CommandPolicy
-from agentrun.tools.environment import private_home, scrubbed_env
+from agentrun.tools.environment import private_home
 
 INSTALL = "npm install -g @openai/codex@0.169"
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
@@ -68,26 +67,16 @@ def from_environment(model: str, sandbox: Sandbox, environ: Mapping[str, str]) -
                          upstream=base_url or DEFAULT_UPSTREAM)
 
 
-@dataclass
-class _Stream(headless.EventLines):
+@dataclass(kw_only=True)
+class _Stream(headless.CliStream):
     """What the CLI's `--json` events said, followed as they arrive."""
 
-    emit: Callable[[dict[str, Any]], None]
-    record: Callable[..., None]
-    group: str
     # the session's tokens when this process started: a turn's usage is the session's total
     # so far (a resumed session's includes the first run's)
     reported: Usage = field(default_factory=Usage)
-    session: str | None = None
-    steps: int = 0
-    wrote: bool = False
-    last_thought: str = ""
-    last_action: str = ""
-    observation: str = ""
     message: str = ""  # the last agent message: the one that carries the result block
     turns: int = 0  # turns that completed
     failure: str | None = None
-    spent: Usage = field(default_factory=Usage)  # by this process, as the turns ended
 
     def event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -132,19 +121,10 @@ class _Stream(headless.EventLines):
                    "worker_usage": self.spent.to_dict(), "group": self.group})
 
 
-class CodexExecutor:
-    """Runs attempts with the `codex` CLI; `upstream` and `key` are the real model server and
-    key, which only the worker's `KeyProxy` holds."""
+class CodexExecutor(headless.CliExecutor):
+    """Runs attempts with the `codex` CLI (its `config_dir` is the CLI's CODEX_HOME)."""
 
-    def __init__(self, cli: Cli, model: str, sandbox: Sandbox, *, upstream: str, key: str,
-                 config_dir: Path) -> None:
-        self.cli, self.model, self.sandbox = cli, model, sandbox
-        self.upstream, self.key = upstream, key
-        self.config_dir = config_dir  # its CODEX_HOME, kept between its runs (for resume)
-
-    def describe(self) -> dict[str, str]:
-        return {"provider": "codex", "model": self.model, "executor": "codex",
-                "cli_version": self.cli.version}
+    name = "codex"
 
     def run_attempt(self, task: AgentTask, attempt: Attempt) -> AttemptOutcome:
         attempt.before_write()  # the CLI may write from its first moment
@@ -167,7 +147,6 @@ class CodexExecutor:
     def _run(self, task: AgentTask, attempt: Attempt, proxy: KeyProxy, prompt: str,
              resume: str | None, reported: Usage) -> tuple[_Stream, StopReason | None]:
         """One CLI process; (what it said, why it was stopped — None if it ended itself)."""
-        budget = attempt.budget
         stream = _Stream(emit=attempt.on_event or (lambda e: None),
                          record=attempt.transcript.record, group=task.group, reported=reported)
         system = render("codex_system", {}, task.project_root)
@@ -176,19 +155,11 @@ class CodexExecutor:
                 # agentrun's sandbox confines the CLI and what it runs (see the docstring)
                 "--dangerously-bypass-approvals-and-sandbox",
                 *_settings(proxy.url, system), "--", *([resume] if resume else [])]
-        env, _secrets = scrubbed_env(task.command_policy or CommandPolicy())
-        env = {**env, "PATH": f"{Path(self.cli.exe).parent}:{env.get('PATH', '')}",
-               "CODEX_HOME": str(self.config_dir), "OPENAI_API_KEY": proxy.token}
+        env = self.cli_env(task, {"CODEX_HOME": str(self.config_dir),
+                                  "OPENAI_API_KEY": proxy.token})
         env.pop("OPENAI_BASE_URL", None)
         attempt.transcript.record("cli_start", argv=[*argv, "(prompt)"], resume=resume)
-        watcher = headless.CancelWatcher(budget.cancel, self.sandbox)
-        with watcher:
-            result = self.sandbox.run([*argv, prompt], cwd=Path(task.worktree),
-                                      timeout_s=max(1.0, budget.time_left()), env=env,
-                                      on_output=headless.guarded(stream.feed))
-        stream.flush()
-        stop = StopReason.INTERRUPTED if watcher.fired else \
-            StopReason.TIMEOUT if result.timed_out else None
+        result, stop = self.run_cli([*argv, prompt], env, task, attempt, stream)
         if stop is None and stream.failure is None and (result.exit_code or not stream.turns):
             tail = "\n".join(stream.noise[-5:]) or result.output[-1000:]
             stream.failure = (f"the CLI exited with code {result.exit_code} without "

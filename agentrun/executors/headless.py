@@ -1,5 +1,6 @@
 """What the coding-agent CLI executors (Claude Code, Codex) share: finding the installed CLI,
-stopping it when the worker is told to stop, reading the fenced JSON result block of its last
+following its stream of JSON events, running it in the worker's sandbox and stopping it when
+the worker is told to stop, reading the fenced JSON result block of its last
 message like `submit_result`'s arguments, and turning a run into an `AttemptOutcome`.
 """
 
@@ -15,16 +16,19 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
 from agentrun.agent.results import AttemptOutcome, Submission
 from agentrun.errors import CannotStart
+from agentrun.executors.base import AgentTask, Attempt
 from agentrun.protocol import Status, StopReason
 from agentrun.providers.base import Usage
-from agentrun.sandbox.base import Sandbox
+from agentrun.sandbox.base import CommandResult, Sandbox
 from agentrun.tools.agent_tools import SubmitResult
+from agentrun.tools.base import CommandPolicy
+from agentrun.tools.environment import scrubbed_env
 
 FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)\n[ \t]*```", re.DOTALL)
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
@@ -39,10 +43,21 @@ class Cli:
 
 
 @dataclass(kw_only=True)
-class EventLines:
-    """A CLI's stdout of JSON events, one a line, split as the chunks arrive. Lines that are
-    not JSON (the last 20) are kept to explain a CLI that ends without finishing its turn."""
+class CliStream:
+    """A CLI's stdout of JSON events, one a line, split as the chunks arrive, and what
+    following them found out (each executor reads its own kinds of event). Lines that are not
+    JSON (the last 20) are kept to explain a CLI that ends without finishing its turn."""
 
+    emit: Callable[[dict[str, Any]], None]  # progress for the live display
+    record: Callable[..., None]  # the worker's transcript
+    group: str
+    session: str | None = None  # the CLI's session id, to resume it
+    steps: int = 0
+    wrote: bool = False
+    last_thought: str = ""
+    last_action: str = ""
+    observation: str = ""
+    spent: Usage = field(default_factory=Usage)  # by this process, as it reported
     pending: bytes = b""
     noise: list[str] = field(default_factory=list)
 
@@ -118,6 +133,44 @@ class CancelWatcher:
         self._thread.join()
 
 
+class CliExecutor:
+    """What an executor that drives a coding-agent CLI holds and how it runs one CLI process.
+    `upstream` and `key` are the real model server and key, which only the worker's
+    `KeyProxy` gets; `config_dir` is the CLI's own, kept between its runs of one attempt (to
+    resume its session)."""
+
+    name: ClassVar[str]  # the executor's name, as `--executor` spells it
+
+    def __init__(self, cli: Cli, model: str, sandbox: Sandbox, *, upstream: str, key: str,
+                 config_dir: Path) -> None:
+        self.cli, self.model, self.sandbox = cli, model, sandbox
+        self.upstream, self.key = upstream, key
+        self.config_dir = config_dir
+
+    def describe(self) -> dict[str, str]:
+        return {"provider": self.name, "model": self.model, "executor": self.name,
+                "cli_version": self.cli.version}
+
+    def cli_env(self, task: AgentTask, extra: dict[str, str]) -> dict[str, str]:
+        """A command's environment (allow-listed, no secrets) with the CLI on PATH."""
+        env, _secrets = scrubbed_env(task.command_policy or CommandPolicy())
+        return {**env, "PATH": f"{Path(self.cli.exe).parent}:{env.get('PATH', '')}", **extra}
+
+    def run_cli(self, argv: list[str], env: dict[str, str], task: AgentTask, attempt: Attempt,
+                stream: CliStream) -> tuple[CommandResult, StopReason | None]:
+        """One CLI process in the worker's sandbox, its events fed to `stream` as they come;
+        (its result, why it was stopped — None if it ended by itself)."""
+        watcher = CancelWatcher(attempt.budget.cancel, self.sandbox)
+        with watcher:
+            result = self.sandbox.run(argv, cwd=Path(task.worktree),
+                                      timeout_s=max(1.0, attempt.budget.time_left()), env=env,
+                                      on_output=guarded(stream.feed))
+        stream.flush()
+        stop = StopReason.INTERRUPTED if watcher.fired else \
+            StopReason.TIMEOUT if result.timed_out else None
+        return result, stop
+
+
 def guarded(feed: Callable[[bytes], None]) -> Callable[[bytes], None]:
     """A failure to follow the stream must not stop the output being read."""
     def safe(chunk: bytes) -> None:
@@ -143,17 +196,7 @@ def read_report(final_message: str, error: str | None = None) -> Submission | st
                       args.error, None, args.no_change_needed)
 
 
-class Followed(Protocol):
-    """What following a CLI's stream of events found out, for the outcome."""
-
-    steps: int
-    wrote: bool
-    last_thought: str
-    last_action: str
-    observation: str
-
-
-def outcome(stream: Followed, report: Submission | str, stop: StopReason | None,
+def outcome(stream: CliStream, report: Submission | str, stop: StopReason | None,
             usage: Usage) -> AttemptOutcome:
     where = {"steps": stream.steps, "usage": usage, "wrote": stream.wrote,
              "last_thought": stream.last_thought, "last_action": stream.last_action,
