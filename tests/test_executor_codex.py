@@ -205,3 +205,14 @@ def test_a_missing_or_old_cli_stops_the_run_before_any_worker(tmp_path):
     assert run_git(root, "worktree", "list").count("\n") == 0  # no worktree was made
     assert wrong.returncode == 2  # Codex calls OpenAI models
     assert "--provider openai" in wrong.json["error"]["hint"]
+
+
+def test_a_mistyped_executor_is_named_before_anything_else(tmp_path):
+    """The flag's value is checked first: not the finished spec or the missing model key."""
+    root = make_project(tmp_path / "project")
+    spec = root / f".specflow/specs/{SPEC}.md"
+    spec.write_text(spec.read_text().replace("status: audited", "status: done"))
+    proc = agentrun("run", SPEC, "--executor", "codx", "--yes", "--json", cwd=root)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.json["error"]["message"] == "invalid --executor 'codx'"
+    assert "builtin, claude-code, codex" in proc.json["error"]["hint"]

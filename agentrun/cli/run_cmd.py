@@ -141,6 +141,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     if unknown:
         raise TypeError(f"unknown run options: {', '.join(sorted(unknown))}")
     opts = {**RUN_DEFAULTS, **given}
+    from agentrun.agent.definitions import EXECUTORS
     from agentrun.cli.ci_report import event_stream, publish_reports
     from agentrun.cli.common import load
     from agentrun.cli.live import progress_for
@@ -168,6 +169,9 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     if opts["on_failure"] not in (None, "continue", "abort"):
         raise BadInput(f"invalid --on-failure {opts['on_failure']!r}",
                        hint="use --on-failure continue or --on-failure abort")
+    if opts["executor"] not in (None, *EXECUTORS):
+        raise BadInput(f"invalid --executor {opts['executor']!r}",
+                       hint=f"use {', '.join(EXECUTORS)}")
     project, spec = load(spec_arg)
     for note in project.config.deprecations:
         out.warn(note)

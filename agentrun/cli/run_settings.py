@@ -32,11 +32,10 @@ def refuse_critical(spec: Spec) -> None:
 
 
 def choose_executor(name: str, provider: str, dry_run: bool) -> str:
-    """The executor asked for, checked before any worktree exists: a CLI executor needs its
+    """The executor asked for (a known name: the flag, the config and agent definitions are
+    checked as they are read), checked before any worktree exists: a CLI executor needs its
     CLI installed (exit 3) and its own provider's models (exit 2)."""
     clis = {"claude-code": ("anthropic", "claude-*"), "codex": ("openai", "gpt-*")}
-    if name != "builtin" and name not in clis:
-        raise BadInput(f"invalid --executor {name!r}", hint="use builtin, claude-code or codex")
     if name in clis:
         needed, models = clis[name]
         if provider != needed:
