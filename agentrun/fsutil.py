@@ -8,8 +8,10 @@ writes go to the link's target, so the link stays a link and the real file gets 
 from __future__ import annotations
 
 import errno
+import glob
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,19 @@ def _replace(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def remove_stale_temps(path: Path) -> list[Path]:
+    """Delete the temp files `atomic_write_bytes` left beside `path` (or its link's target)
+    when its process was killed before the rename; returns them. Only for the holder of the
+    lock that guards every write to `path`: another writer's temp file looks the same."""
+    target = write_target(Path(path))
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}\.tmp")
+    stale = [p for p in target.parent.glob(f".{glob.escape(target.name)}.*.tmp")
+             if pattern.fullmatch(p.name) and p.is_file() and not p.is_symlink()]
+    for temp in stale:
+        temp.unlink(missing_ok=True)
+    return stale
 
 
 def _repo_of(folder: Path) -> Path | None:

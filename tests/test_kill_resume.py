@@ -105,6 +105,11 @@ def test_sigkill_then_resume_adopts_and_leaves_nothing(tmp_path, point):
         workers = root / ".git/agentrun/runs" / dead / "workers"
         wait_for(lambda: (workers / lost / "result.json").exists())  # the orphan finished
         (workers / lost / "result.json").unlink()
+    # a kill can land inside an atomic write: its temp file stays beside the file
+    for written in (".specflow/specs/SPEC-1.md", ".specflow/STATE.md",
+                    ".specflow/execution/SPEC-1-state.json"):
+        folder, name = (root / written).parent, (root / written).name
+        (folder / f".{name}.k1lled00.tmp").write_text("half a write")
     resumed = agentrun("run", "SPEC-1", *scripted("--resume", "--allow-dirty"), cwd=root)
     assert resumed.returncode == 0, resumed.stderr
     result = resumed.json

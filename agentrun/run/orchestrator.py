@@ -16,7 +16,7 @@ from pathlib import Path
 
 from agentrun import workspace
 from agentrun.errors import CannotStart, NoSpace, no_space
-from agentrun.fsutil import relpath
+from agentrun.fsutil import relpath, remove_stale_temps
 from agentrun.plan import Batch, Plan, Wave
 from agentrun.project import Project
 from agentrun.protocol import (
@@ -150,6 +150,8 @@ class Orchestrator:
         with run_lock(self.root, self.run_id), cancel_on_signals(
                 self.cancel, lambda name: self.record.emit({"type": "interrupt",
                                                             "signal": name})):
+            for path in (self.spec.path, self.project.state_md, self.state_file):
+                remove_stale_temps(path)  # a killed run's half-done writes: ours to clear
             self.record.open_events()
             try:
                 commit = commit_own_changes(self.root, self.spec, own)
