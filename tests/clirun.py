@@ -9,6 +9,7 @@ accident; `env` adds or overrides variables.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
@@ -16,6 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from launcher import Launcher
 
 ENTRY_POINT = Path(sys.executable).with_name("agentrun")
 _DROPPED = ("AGENTRUN_DEBUG", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL",
@@ -50,10 +53,33 @@ def _argv(*args: str) -> list[str]:
 
 def agentrun(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
              timeout: float = 180) -> CliResult:
-    """Run `agentrun ARGS` to completion in `cwd`."""
-    proc = subprocess.run(_argv(*args), capture_output=True, text=True, cwd=cwd,
-                          env=cli_env(env), timeout=timeout)
+    """Run `agentrun ARGS` to completion in `cwd`, in a process of its own: from the launcher
+    when it can start one as this call would start (see launcher.py), else a fresh one."""
+    argv, full_env = _argv(*args), cli_env(env)
+    launcher = _launcher()
+    if launcher and launcher.serves(full_env) and launcher.lock.acquire(blocking=False):
+        try:
+            proc = launcher.run(argv, cwd, full_env, timeout)
+        finally:
+            launcher.lock.release()
+    else:
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=full_env,
+                              timeout=timeout)
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+_LAUNCHER: list[Launcher | None] = []
+
+
+def _launcher() -> Launcher | None:
+    """This test process's launcher, started on first use; none when the suite is asked for
+    fresh processes only, or where processes cannot be forked."""
+    if not _LAUNCHER:
+        use = os.environ.get("AGENTRUN_TEST_FRESH_PROCESSES") != "1" and hasattr(os, "fork")
+        _LAUNCHER.append(Launcher(ENTRY_POINT, cli_env()) if use else None)
+        if _LAUNCHER[0]:
+            atexit.register(_LAUNCHER[0].close)
+    return _LAUNCHER[0]
 
 
 def start(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import compileall
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,13 @@ def pytest_configure(config: pytest.Config) -> None:
     again — about 0.2 s of CPU a process."""
     if not hasattr(config, "workerinput"):  # the controller, or a run without xdist
         compileall.compile_dir(Path(agentrun.__file__).parent, quiet=1)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` is two test processes per core: the end-to-end tests spend much of their time
+    waiting (on workers, scripted model latency, timeouts, pipes), and a second process per
+    core keeps the core busy meanwhile."""
+    return 2 * len(os.sched_getaffinity(0))
 
 
 @pytest.fixture
