@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -131,6 +132,45 @@ def test_every_interrupt_is_exit_130_with_one_line(tmp_path):
             (sig.name, delay, stderr)
         assert len([line for line in stderr.splitlines() if sig.name in line]) == 1, \
             (sig.name, delay, stderr)
+
+
+# A command whose code turns the interrupt into an error of its own, as pydantic-core does when
+# a signal lands while it builds a validator; `main` is the CLI's own, the app is this one.
+SWALLOWING_COMMAND = """
+import os, signal, sys, time
+import typer
+from agentrun.cli import app as cli
+
+def build_app():
+    app = typer.Typer()
+
+    @app.command()
+    def build(wrap: str) -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM if wrap == "sigterm" else signal.SIGINT)
+            time.sleep(10)
+        except KeyboardInterrupt as exc:
+            if wrap == "runtime":
+                raise RuntimeError("Error calling __set_name__") from exc
+            raise ValueError("Error building 'model' validator: Signalled: SIGINT") from None
+
+    @app.command()
+    def other() -> None:
+        pass
+    return app
+
+cli.build_app = build_app
+cli.main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("wrap", ["schema", "runtime", "sigterm"])
+def test_an_error_that_stands_for_the_interrupt_is_the_interrupt(wrap):
+    proc = subprocess.run([sys.executable, "-c", SWALLOWING_COMMAND, "build", wrap],
+                          env=cli_env(), capture_output=True, text=True, timeout=60)
+    name = "SIGTERM" if wrap == "sigterm" else "SIGINT"
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"error: interrupted by {name}"], proc.stderr
 
 
 def read_only_run(root, folder) -> CliResult:

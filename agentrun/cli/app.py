@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         code = _run(build_app(), args, out)
         if _RECEIVED:  # typer returned the interrupt as a silent exit 130
             code = _interrupted(out, _RECEIVED[0])
-    except (KeyboardInterrupt, RuntimeError) as exc:
+    except (KeyboardInterrupt, Exception) as exc:  # before `_run`'s boundary, or an interrupt
         interrupt = _interrupt_in(exc)
         if interrupt is None:
             raise
@@ -122,10 +122,15 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
-    """The interrupt `exc` is or wraps: Python 3.11 turns an exception raised while a class
-    body's `__set_name__` runs (a signal while a module is imported) into a RuntimeError."""
+    """The interrupt `exc` is or stands for. Code that the interrupt hits may raise its own
+    error instead: Python 3.11 wraps it in a RuntimeError while a class body's `__set_name__`
+    runs (a signal while a module is imported), pydantic-core reports it as a SchemaError
+    while it builds a validator. So after a signal our handler took, any error is the
+    interrupt."""
     if isinstance(exc, KeyboardInterrupt):
         return exc
+    if _RECEIVED:
+        return Signalled(_RECEIVED[0])
     cause = exc.__cause__
     return cause if isinstance(exc, RuntimeError) and isinstance(cause, KeyboardInterrupt) \
         else None
@@ -152,6 +157,9 @@ def _run(app: typer.Typer, args: list[str], out: Any) -> int:
         out.error("interrupted")
         return EXIT_INTERRUPTED
     except AgentrunError as exc:
+        interrupt = _interrupt_in(exc)
+        if interrupt is not None:
+            raise interrupt from None
         if os.environ.get("AGENTRUN_DEBUG"):
             raise
         exc = no_space(exc) or exc  # a git command that met a full disk
