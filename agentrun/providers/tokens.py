@@ -7,7 +7,7 @@ sha256. If that fails for any reason, a chars/4 heuristic is used and the method
 
 from __future__ import annotations
 
-import base64
+import binascii
 import gzip
 import hashlib
 import json
@@ -117,8 +117,8 @@ def load_encoding(name: str) -> Any:
     digest = hashlib.sha256(raw).hexdigest()
     if digest != spec["sha256"]:
         raise ValueError(f"{name}: sha256 mismatch ({digest})")
-    ranks = {base64.b64decode(tok): int(rank)
-             for tok, rank in (line.split() for line in raw.splitlines() if line)}
+    words = raw.split()  # "<base64 token> <rank>" per line; the fastest parse of 200k lines
+    ranks = dict(zip(map(binascii.a2b_base64, words[0::2]), map(int, words[1::2]), strict=True))
     return tiktoken.Encoding(name=name, pat_str=spec["pat_str"], mergeable_ranks=ranks,
                              special_tokens=spec["special_tokens"])
 
