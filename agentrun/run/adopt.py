@@ -222,6 +222,9 @@ class AdoptingBackend:
     def sequential(self) -> bool:
         return self.inner.sequential
 
+    def warm_up(self) -> None:
+        self.inner.warm_up()
+
     def start(self, batch: Batch, base: str) -> WorkerHandle:
         delivered = self.adopter.take(batch)
         if delivered is None:

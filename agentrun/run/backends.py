@@ -58,6 +58,10 @@ class WorkerBackend(Protocol):
 
     def start(self, batch: Batch, base: str) -> WorkerHandle: ...
 
+    def warm_up(self) -> None:
+        """Get ready to start workers, in the background: called once the run is sure to
+        start some, so that a run refused before then pays nothing for it."""
+
 
 def assignment_file(assignment: Assignment) -> Path:
     """Where a local worker's assignment is written: next to its result."""
@@ -146,6 +150,9 @@ class InProcessBackend:
 
     def start(self, batch: Batch, base: str) -> WorkerHandle:
         return self.run(self.prepare(batch, base))
+
+    def warm_up(self) -> None:
+        """Nothing to get ready: the worker code is imported when the first one runs."""
 
     def run(self, assignment: Assignment) -> WorkerHandle:
         result = run_assignment(assignment, self.cancel)

@@ -46,6 +46,9 @@ class CIResultsBackend:
         self.run_dir = run_dir
         self.results = results
 
+    def warm_up(self) -> None:
+        """Nothing to get ready: the workers have run."""
+
     def start(self, batch: Batch, base: str) -> WorkerHandle:
         ids = batch.ids
         ci = self.results.get(batch.id)

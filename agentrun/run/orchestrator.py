@@ -122,10 +122,7 @@ class Orchestrator:
 
     def _run_waves(self) -> RunState:
         """The waves, from the base check to the run's report."""
-        if isinstance(self.backend, ProcessBackend):
-            # its process server imports the worker code while the base is checked; not
-            # before, so that a run refused up to here costs no more than the refusal
-            self.backend.warm_up()
+        self.backend.warm_up()  # e.g. the worker processes' server imports while we check
         self.integration.check_base(self.state.base_commit, self.options.allow_failing_base)
         self.record.emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
                           "mode": self.plan.mode, "waves": len(self.plan.waves),
