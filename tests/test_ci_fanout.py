@@ -12,17 +12,22 @@ from pathlib import Path
 from clirun import agentrun
 from gitutil import IDENTITY, run_git
 from runkit import make_project, scripted, spec_text, submit, writes
+from test_review_cli import met, review_turn
 
 FIVE = [("G1", [], "src/a.py"), ("G2", [], "src/b.py"), ("G3", ["G1", "G2"], "src/c.py"),
         ("G4", ["G1"], "src/d.py"), ("G5", ["G3", "G4"], "src/e.py")]
 THREE = [("G1", [], "one.txt"), ("G2", [], "two.txt"), ("G3", ["G1"], "three.txt")]
 FETCH = "+refs/heads/agentrun/*:refs/remotes/origin/agentrun/*"
 MODEL = ("--provider", "scripted", "--script", ".specflow/script.yaml", "--json")
+REVIEWER = MODEL[:-1]  # the last aggregate's reviewer, from the same script
+APPROVE = review_turn([met(1, "src/a.py:1 and the others exist"),
+                       met(2, "git diff --stat: only the spec's files")])
 
 
 def five_script() -> dict:
     return {"groups": {gid: writes(path, f"# {gid}\nVALUE = {i}\n")
-                       for i, (gid, _, path) in enumerate(FIVE, 1)}}
+                       for i, (gid, _, path) in enumerate(FIVE, 1)},
+            "agents": {"code-reviewer": [APPROVE]}}
 
 
 def three_script(fail_g1: bool = False) -> dict:
@@ -60,10 +65,12 @@ def worker_job(origin: Path, tmp_path: Path, spec_id: str, entry: dict, results:
 
 def aggregate_job(origin: Path, dest: Path, spec_id: str, results, *extra: str):
     """The aggregate job: clone the target branch, fetch the workers' branches, aggregate,
-    push."""
+    push. Not reviewed unless `extra` names the reviewer's model."""
     agg = clone(origin, dest)
     run_git(agg, "fetch", "-q", "origin", FETCH)
-    proc = agentrun("aggregate", spec_id, *map(str, results), "--json", *extra, cwd=agg)
+    review = () if "--provider" in extra else ("--no-review",)
+    proc = agentrun("aggregate", spec_id, *map(str, results), "--json", *review, *extra,
+                    cwd=agg)
     if proc.returncode in (0, 1):
         run_git(agg, "push", "-q", "origin", "HEAD:main")
     return agg, proc
@@ -72,9 +79,7 @@ def aggregate_job(origin: Path, dest: Path, spec_id: str, results, *extra: str):
 def normalise(text: str) -> str:
     """Drop what differs between two runs of the same work: run ids, dates, commit ids."""
     text = re.sub(r"\d{8}-\d{6}-[0-9a-f]{4}", "RUN", text)
-    text = re.sub(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC", "DATE", text)
-    # neither is reviewed; the local run says why (`--no-review`), aggregate does not review
-    text = re.sub(r"(\*\*Review:\*\* not reviewed).*", r"\1", text)
+    text = re.sub(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}( UTC)?", "DATE", text)
     return re.sub(r"\b[0-9a-f]{7}\b", "SHA", text)
 
 
@@ -105,15 +110,19 @@ def test_distributed_run_matches_a_local_run(tmp_path):
             assert result["base_commit"] == main_before  # started on the aggregated main
             assert len(result["commits"]) == 1
             worker_commits[entry["batch"]] = result["commits"][0]
+        # every aggregate could be the last: each is given the reviewer's model
         agg, proc = aggregate_job(origin, tmp_path / f"aggregate-{number}", "SPEC-30",
-                                  sorted(results.iterdir()))
+                                  sorted(results.iterdir()), *REVIEWER)
         assert proc.returncode == 0, proc.stderr
         summary = proc.json
         run_ids.add(summary["run_id"])
         if number < 3:
             assert summary["status"] == "running" and summary["next_wave"] == str(number + 1)
+            assert summary["review"]["reviewed"] is False
         else:
             assert summary["status"] == "complete" and summary["next_wave"] is None
+            assert summary["review"] == {"reviewed": True, "result": "APPROVED", "version": 1,
+                                         "skipped": None}
         assert run_git(agg, "status", "--porcelain") == ""
     assert len(run_ids) == 1  # every wave continued the same execution state
 
@@ -128,12 +137,13 @@ def test_distributed_run_matches_a_local_run(tmp_path):
 
     local = make_project(tmp_path / "local", "SPEC-30", spec_text("SPEC-30", FIVE),
                          five_script())
-    proc = agentrun("run", "SPEC-30", *scripted(), cwd=local)
+    proc = agentrun("run", "SPEC-30", *scripted(review=True), cwd=local)
     assert proc.returncode == 0, proc.stderr
     for rel in (".specflow/specs/SPEC-30.md", ".specflow/STATE.md"):
         ci_text, local_text = (final / rel).read_text(), (local / rel).read_text()
         assert normalise(ci_text) == normalise(local_text), rel
-    assert "status: review" in (final / ".specflow/specs/SPEC-30.md").read_text()
+    spec = (final / ".specflow/specs/SPEC-30.md").read_text()
+    assert "status: done" in spec and "### Review v1" in spec and "**Result:** APPROVED" in spec
 
 
 def test_failed_group_blocks_its_dependents_across_jobs(tmp_path):
@@ -250,8 +260,15 @@ def test_worker_refuses_what_it_cannot_run(tmp_path):
 
 
 def test_spec_without_groups_is_one_job_and_merges_from_a_local_branch(tmp_path):
+    """Its aggregate is the last one: it needs the reviewer's model before it merges, and the
+    run is complete only if the review approves."""
+    finding = {"severity": "major", "file": "hello.py:1", "issue": "greets nobody",
+               "fix": "print the name"}
+    changes = review_turn([met(1, "hello.py:1 exists"), met(2, "git diff --stat: 1 file")],
+                          findings=[finding])
     root = make_project(tmp_path / "p", "SPEC-34", spec_text("SPEC-34", []),
-                        {"agents": {"spec-executor": writes("hello.py", "print('hi')\n")}})
+                        {"agents": {"spec-executor": writes("hello.py", "print('hi')\n"),
+                                    "code-reviewer": [changes]}})
     matrix = agentrun("plan", "SPEC-34", "--matrix", cwd=root).json
     assert matrix["mode"] == "single" and matrix["wave_count"] == 1
     assert matrix["waves"] == [{"include": [{"wave": 1, "label": "1", "batch": "single",
@@ -264,12 +281,24 @@ def test_spec_without_groups_is_one_job_and_merges_from_a_local_branch(tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert run_git(root, "rev-parse", "--abbrev-ref", "HEAD") == "agentrun/SPEC-34/single"
     run_git(root, "switch", "-q", "main")
+    head = run_git(root, "rev-parse", "HEAD")
     proc = agentrun("aggregate", "SPEC-34", str(out), "--json", cwd=root)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr
+    assert proc.json["error"]["message"].startswith("the last wave's review needs a model")
+    assert "--no-review" in proc.json["error"]["hint"]
+    assert run_git(root, "rev-parse", "HEAD") == head and not (root / "hello.py").exists()
+    assert not (root / ".specflow/execution").exists()
+    proc = agentrun("aggregate", "SPEC-34", str(out), *REVIEWER, "--json", cwd=root)
+    assert proc.returncode == 1, proc.stderr
     result = proc.json
-    assert result["mode"] == "single" and result["status"] == "complete"
+    assert result["mode"] == "single" and result["status"] == "partial"
+    assert result["stop_reason"] == "review"
+    assert result["review"] == {"reviewed": True, "result": "CHANGES_REQUESTED", "version": 1,
+                                "skipped": None}
     assert (root / "hello.py").read_text() == "print('hi')\n"
-    assert "status: review" in (root / ".specflow/specs/SPEC-34.md").read_text()
+    spec = (root / ".specflow/specs/SPEC-34.md").read_text()
+    assert "status: review" in spec and "greets nobody" in spec
+    assert run_git(root, "status", "--porcelain") == ""
 
 
 def test_aggregate_checks_the_merged_result_with_the_validation_command(tmp_path):
@@ -285,7 +314,7 @@ def test_aggregate_checks_the_merged_result_with_the_validation_command(tmp_path
     assert proc.returncode == 0, proc.stderr
     run_git(root, "switch", "-q", "main")
     before = run_git(root, "rev-parse", "HEAD")
-    proc = agentrun("aggregate", "SPEC-35", str(out), "--json", cwd=root)
+    proc = agentrun("aggregate", "SPEC-35", str(out), "--json", "--no-review", cwd=root)
     assert proc.returncode == 1, proc.stderr
     result = proc.json
     assert result["status"] == "failed" and result["stop_reason"] == "integration"

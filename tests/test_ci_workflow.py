@@ -106,13 +106,24 @@ def test_wave_jobs_use_the_plan_matrix_and_push_their_branch():
         n += 1
 
 
-def test_secrets_only_reach_the_worker_steps():
+def test_secrets_only_reach_the_steps_where_the_model_runs():
+    """The workers, and each aggregate (the last one reviews); never a step with the token."""
     data = load()
     assert "secrets." not in yaml.safe_dump(data.get("env", {}))
+    keyed = []
     for name, job in data["jobs"].items():
         for step in job["steps"]:
-            if "secrets." in yaml.safe_dump(step):
-                assert name.startswith("wave-") and "agentrun worker" in step["run"], name
+            text = yaml.safe_dump(step)
+            if "secrets." in text:
+                keyed.append(name)
+                assert "github.token" not in text, name
+                if name.startswith("wave-"):
+                    assert "agentrun worker" in step["run"], name
+                else:
+                    assert name.startswith("aggregate-") and "agentrun aggregate" in \
+                        step["run"], name
+    assert sorted(keyed) == sorted(n for n in data["jobs"] if n.startswith(("wave-",
+                                                                         "aggregate-")))
 
 
 def steps_of(data: dict):

@@ -26,6 +26,15 @@ def aggregate(
     mode: str | None = typer.Option(None, "--mode", help="As given to `plan --matrix`."),
     max_workers: int | None = typer.Option(None, "--max-workers", min=1,
                                            help="As given to `plan --matrix`."),
+    no_review: bool = typer.Option(
+        False, "--no-review", help="After the last wave, do not review the merged result "
+                                   "(review it later with `agentrun review SPEC`)."),
+    provider: str | None = typer.Option(None, "--provider",
+                                        help="The reviewer's provider: anthropic, openai or "
+                                             "scripted."),
+    model: str | None = typer.Option(None, "--model", help="The reviewer's model."),
+    script: Path | None = typer.Option(None, "--script",
+                                       help="Script file for the scripted provider."),
     junit: Path | None = typer.Option(None, "--junit", metavar="FILE", help=JUNIT_HELP),
     events: str | None = typer.Option(None, "--events", metavar="FILE|-", help=EVENTS_HELP),
     json_out: bool = JSON_OPT,
@@ -42,21 +51,30 @@ def aggregate(
     previous one aggregated. After the last wave (or when the failure rules abort) the run
     is finished; otherwise --json reports "status": "running" and "next_wave".
 
-    Exit codes: 0 every group aggregated so far completed · 1 a group failed, was partial
-    or blocked · 2 bad input: a result file missing or unreadable, a result for a group not
+    After the last wave, when every group completed, the reviewer reviews the merged result
+    as at the end of `agentrun run` (its model from --provider/--model, else the environment,
+    .specflow/config.yaml or the agent definition), and the run is complete only when it
+    approves; fix cycles are `agentrun fix`'s, in a job of their own.
+
+    Exit codes: 0 every group aggregated so far completed (and, after the last wave, the
+    review approved) · 1 a group failed, was partial or blocked, or the review requested
+    changes · 2 bad input: a result file missing or unreadable, a result for a group not
     in the plan, a completed result whose branch is not in the repository (never pushed or
     not fetched), a batch of the wave without a result (see --allow-missing), results of
     several waves, or a wave whose previous wave is not aggregated · 3 could not start
-    (detached HEAD, dirty tree, lock held) · 130 interrupted.
+    (detached HEAD, dirty tree, lock held, no model for the last wave's review) · 130
+    interrupted.
     """
     from agentrun.cli.ci_report import event_stream, publish_reports
     from agentrun.cli.common import load
     from agentrun.cli.live import PlainProgress
     from agentrun.cli.run_cmd import report_run
+    from agentrun.cli.run_settings import review_settings
     from agentrun.plan import build_plan
     from agentrun.protocol import ProviderSettings
     from agentrun.run.ci import aggregate as run_aggregate
     from agentrun.run.options import RunOptions
+    from agentrun.sandbox.choice import resolve as resolve_sandbox
 
     out = output(json_out)
     if on_failure not in (None, "continue", "abort"):
@@ -70,10 +88,16 @@ def aggregate(
     if (parsed.status or "").lower() != "audited":
         warnings.append(f"{parsed.id} status is {parsed.status or 'unset'}, not audited; "
                         "run `agentrun audit` first")
+    sandbox, sandbox_choice = resolve_sandbox(None, False, project.config.sandbox)
+    reviewer = {"provider": provider, "model": model, "script": script, "fix_cycles": 0}
     options = RunOptions(provider=ProviderSettings(provider="", model=""),
                          on_failure=on_failure or project.config.on_failure,
                          validation_command=project.config.validation_command,
-                         warnings=warnings)
+                         warnings=warnings, sandbox=sandbox,
+                         sandbox_description=sandbox_choice.describe(),
+                         review=None if no_review else review_settings(project, reviewer,
+                                                                       sandbox.mode),
+                         review_skipped="--no-review" if no_review else None)
     with PlainProgress(out) as progress, event_stream(events, progress, out) as on_event:
         done = run_aggregate(project, parsed, plan, results, options, remote=remote,
                              allow_missing=allow_missing, on_event=on_event)

@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from agentrun import workspace
+from agentrun.audit.runner import ModelAccess
 from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 from agentrun.plan import Batch, Plan, Wave
 from agentrun.project import Project
 from agentrun.protocol import RunStatus, Status, WorkerResult
+from agentrun.providers.errors import NotConfigured
 from agentrun.report.execution_state import RunState, load_state, save_state, state_path
 from agentrun.run import scheduler
 from agentrun.run.assignment import ci_branch
@@ -302,6 +304,8 @@ def aggregate(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path],
     """Aggregate one wave's CI results into the checked-out branch (see the module doc)."""
     results, wave, previous = prepare(project, spec, plan, paths, remote=remote,
                                       allow_missing=allow_missing)
+    if options.review is not None and wave.number == len(plan.waves):
+        reviewer_model(options.review.access)  # before anything merges
     if not options.provider.provider:
         first = next((r for r in results if r.provider), None)
         if first is not None:
@@ -318,6 +322,17 @@ def aggregate(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path],
     finished = state.status != RunStatus.RUNNING
     nxt = None if finished else plan.waves[wave.number]
     return Aggregation(state=state, wave=wave, next_wave=nxt, orchestrator=orchestrator)
+
+
+def reviewer_model(access: ModelAccess) -> None:
+    """Resolve the reviewer's model, or refuse (exit 3) the aggregate that would end in it."""
+    try:
+        access.config()
+    except NotConfigured as exc:
+        raise NotConfigured(f"the last wave's review needs a model: {exc.message}",
+                            hint=f"{exc.hint or ''} In a workflow, give the aggregate step the "
+                                 "model key as the wave jobs have it, or pass --no-review."
+                            .strip()) from None
 
 
 def _aggregate_wave(orch: Orchestrator, wave: Wave, continued: RunState | None) -> RunState:
