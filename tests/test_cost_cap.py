@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from clirun import agentrun
 from fake_model_server import FakeModelServer, RecordedRequest, Reply
+from gitutil import run_git
 from runkit import make_project, scripted, spec_text, writes
 from test_real_projects import CALL_USD, group_of, project, run, turns_done
 from test_review_cli import met, review_turn
@@ -24,13 +25,16 @@ FINDING = {"severity": "major", "file": "a.txt:1", "issue": "the greeting has no
            "fix": "write `hello.`"}
 
 
-def reviewed_project(tmp_path: Path, reviews: list[dict[str, Any]]) -> Path:
+def reviewed_project(tmp_path: Path, reviews: list[dict[str, Any]],
+                     config: dict[str, Any] | None = None,
+                     files: dict[str, str] | None = None) -> Path:
     costly = [{**turn, "usage": {"input_tokens": 7000, "output_tokens": 0}} for turn in reviews]
     script = {"default": writes("a.txt", "hello\n"), "agents": {"code-reviewer": costly},
               "groups": {"FIX-1": writes("a.txt", "hello.\n")}}
     return make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", []), script, {
         ".specflow/config.yaml": yaml.safe_dump(
-            {"pricing": {"scripted": {"input": 100.0, "output": 100.0}}})})
+            {"pricing": {"scripted": {"input": 100.0, "output": 100.0}}, **(config or {})}),
+        **(files or {})})
 
 
 def reviewed_run(root: Path, cap: float, *extra: str):
@@ -86,6 +90,40 @@ def test_the_fix_workers_cost_counts_and_the_next_review_does_not_start_past_the
     assert len(doc["reviews"]) == 1  # the second review did not run
     assert abs(doc["spent_usd"] - (2 * WORKER_USD + REVIEW_USD)) < 1e-9
     assert any(w.startswith("the review was not run") for w in doc["warnings"])
+
+
+def test_agentrun_fix_counts_what_the_run_spent_and_holds_to_the_cap(tmp_path):
+    """`agentrun fix` continues the run: the cap covers what it spent before, and its total
+    keeps counting. Two cases on one project: a cap the run has passed, then a higher one.
+    Its worker's worktree is set up as the run's were (the check needs what set-up makes)."""
+    root = reviewed_project(tmp_path, [review_turn(APPROVE, [FINDING])],
+                            {"setup_command": "echo ok > .ready",
+                             "validation_command": "test -f .ready"},
+                            {".gitignore": ".specflow/runs/\n.ready\n"})
+    proc = reviewed_run(root, 100)
+    assert proc.returncode == 1 and proc.json["stop_reason"] == "review", proc.stderr
+    script = yaml.safe_load((root / ".specflow/script.yaml").read_text())
+    script["agents"]["code-reviewer"] = [{**review_turn(APPROVE),
+                                          "usage": {"input_tokens": 7000, "output_tokens": 0}}]
+    (root / ".specflow/script.yaml").write_text(yaml.safe_dump(script))
+    run_git(root, "commit", "-qam", "the second review approves")
+    fix = ("fix", "SPEC-1", "--provider", "scripted", "--script", ".specflow/script.yaml",
+           "--in-process", "--json")
+
+    proc = agentrun(*fix, "--max-cost", f"{WORKER_USD + REVIEW_USD - 0.01}", cwd=root)
+    assert proc.returncode == 1, proc.stderr
+    doc = proc.json
+    assert doc["stop_reason"] == "cost_cap" and "FIX-1" not in doc["groups"]
+    assert abs(doc["spent_usd"] - (WORKER_USD + REVIEW_USD)) < 1e-9
+    assert any(w.startswith("the fix cycle was not run") for w in doc["warnings"])
+
+    proc = agentrun(*fix, "--max-cost", "5", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    doc = proc.json
+    assert doc["status"] == "complete" and doc["groups"]["FIX-1"]["status"] == "complete"
+    assert [(c["wave"], c["ok"]) for c in doc["integration"]][-1] == ("fix-1", True)
+    assert abs(doc["spent_usd"] - 2 * (WORKER_USD + REVIEW_USD)) < 1e-9
+    assert "spending cap $5 for the whole run" in proc.stderr
 
 
 # -- a chain of resumes (fake model server, worker processes) -------------------------------

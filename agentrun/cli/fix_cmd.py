@@ -30,6 +30,10 @@ def fix(
                                        help="Confine model-issued commands with bubblewrap."),
     allow_dirty: bool = typer.Option(False, "--allow-dirty",
                                      help="Run with uncommitted changes the spec does not touch."),
+    max_cost: float | None = typer.Option(
+        None, "--max-cost", metavar="USD",
+        help="The run's spending cap, what it spent before this fix included: no fix or review "
+             "starts once it is reached (config: max_cost_usd)."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Fix the open findings of the spec's last review, then review again.
@@ -37,11 +41,21 @@ def fix(
     The findings (and the files they name) become one assignment for a worker in a fresh
     context and its own worktree; its branch is verified, merged and integration-checked like
     a wave, a `### Fix Response vN` is appended to the spec's ## Review History, and the
-    reviewer looks again. Exit 0 when a review approves, 1 otherwise; 2 when there is no
-    review with open findings (run `agentrun review` first); 3 when the run cannot start.
+    reviewer looks again. The fix worker gets the run's executor and worktree set-up from
+    the config. Exit 0 when a review approves, 1 otherwise (also when the spending cap stops
+    a fix or a review); 2 when there is no review with open findings (run `agentrun review`
+    first); 3 when the run cannot start.
     """
     from agentrun.cli.run_cmd import report_run
-    from agentrun.cli.run_settings import provider_config, review_settings, worker_settings
+    from agentrun.cli.run_settings import (
+        capped_price,
+        choose_executor,
+        provider_config,
+        review_settings,
+        worker_agent,
+        worker_settings,
+        worktree_setup,
+    )
     from agentrun.plan import build_plan
     from agentrun.project import project_for_spec
     from agentrun.report.execution_state import load_state, state_path
@@ -73,14 +87,22 @@ def fix(
     cfg = provider_config(project, plan, opts)
     settings, limits = worker_settings(project.config, cfg, opts)
     box, choice = resolve(sandbox, False, project.config.sandbox)
+    config = project.config
+    executor = choose_executor(config.executor or worker_agent(project, plan).executor
+                               or "builtin", cfg.provider, dry_run=False)
+    cap = max_cost or config.max_cost_usd
+    capped_price(cap, cfg.model, config.price_overrides())
     options = RunOptions(
         provider=settings, limits=limits, allow_dirty=allow_dirty,
-        validation_command=validation_command or project.config.validation_command,
-        use_processes=not sequential, pricing=project.config.price_overrides(),
-        sandbox=box, sandbox_description=choice.describe(),
+        validation_command=validation_command or config.validation_command,
+        use_processes=not sequential, pricing=config.price_overrides(),
+        sandbox=box, sandbox_description=choice.describe(), executor=executor,
+        setup=worktree_setup(project, None, limits.timeout_s), max_cost_usd=cap,
         review=review_settings(project, opts, box.mode))
+    spend = f", spending cap ${cap:g} for the whole run" if cap is not None else ""
     out.progress(f"fixing {len(last.findings) + len(last.not_passed)} open finding(s) of "
-                 f"Review v{last.version} of {relpath(path)} (sandbox {choice.describe()})")
+                 f"Review v{last.version} of {relpath(path)} (sandbox {choice.describe()}"
+                 f"{spend})")
     orchestrator = Orchestrator(project, loaded, plan, options, run_id=state.run_id)
     try:
         final = orchestrator.fix(state, cycles)

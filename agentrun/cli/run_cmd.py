@@ -228,8 +228,6 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         opts["fix_cycles"] = 0  # nothing to ask: CI, no terminal, or --yes
     summary_console.print(f"Review: {review_plan(opts)}", markup=False)
     max_cost = opts["max_cost"] or config.max_cost_usd
-    if max_cost is not None and max_cost <= 0:
-        raise BadInput(f"invalid --max-cost {max_cost:g}", hint="give a positive USD amount")
     if max_cost is not None:
         summary_console.print(spending_line(max_cost, plan, cfg.model, limits.token_budget,
                                             config.price_overrides()), markup=False)

@@ -82,16 +82,27 @@ def review_settings(project, opts: dict[str, Any], sandbox_mode: str):
         pricing=project.config.price_overrides())
 
 
-def spending_line(cap: float, plan, model: str, token_budget: int, pricing) -> str:
-    """The cap beside the estimate: every worker spending its whole token budget (as input,
-    the cheaper side) is what a run can be expected to cost at most."""
+def capped_price(cap: float | None, model: str, pricing):
+    """The model's price when there is a spending cap to hold it to (BadInput when the cap is
+    not a positive amount or the price is unknown: the cap could never be reached)."""
     from agentrun.providers.pricing import price_for
 
+    if cap is None:
+        return None
+    if cap <= 0:
+        raise BadInput(f"invalid --max-cost {cap:g}", hint="give a positive USD amount")
     price = price_for(model, pricing)
     if price is None:
         raise BadInput(f"--max-cost needs the price of {model}, which is not known",
                        hint=f"add `pricing: {{{model}: {{input: ..., output: ...}}}}` to "
                             ".specflow/config.yaml (USD per million tokens)")
+    return price
+
+
+def spending_line(cap: float, plan, model: str, token_budget: int, pricing) -> str:
+    """The cap beside the estimate: every worker spending its whole token budget (as input,
+    the cheaper side) is what a run can be expected to cost at most."""
+    price = capped_price(cap, model, pricing)
     workers = sum(len(w.batches) for w in plan.waves)
     estimate = workers * token_budget * price.input / 1_000_000
     return (f"Spending cap: ${cap:g} for the whole run · estimate ${estimate:.2f} "

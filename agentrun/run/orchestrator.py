@@ -356,6 +356,7 @@ class Orchestrator:
         assert self.reviews is not None, "fix cycles need review settings"
         with self.session():
             self.begin(state)
+            self.spending.carry(spent_so_far(state))  # the run's spend so far: cap and total
             self.reviews.cycles(cycles, review_first=False)
             return self.close(interrupted=self.cancel.is_set())
 
