@@ -335,6 +335,15 @@ def test_a_run_in_progress_refuses_a_second_run_and_clean_then_stops_and_resumes
     assert sorted(p.name for p in (run_dir / "workers").iterdir()) == ["G3", "G4", "G5"]
     for _, _, path in FIVE:
         assert (root / path).exists()
+    # the stopped workers' worktrees stay as they were (unfinished edits), and the run says so
+    kept = [w for w in result["warnings"] if "before this run ran it again" in w]
+    assert len(kept) == 2 and all(state["run_id"] in w for w in kept), result["warnings"]
+    assert all("`agentrun clean --force`" in w for w in kept)
+    stale = [w.split()[1] for w in kept]
+    assert all(Path(p).is_dir() for p in stale)
+    cleaned = agentrun("clean", "--force", cwd=root)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert not any(Path(p).exists() for p in stale)
 
 
 @pytest.mark.parametrize("args, words", [(("--on-failure", "maybe"), "--on-failure"),

@@ -73,11 +73,14 @@ class Adopter:
 
     def __init__(self, root: Path, state: RunState, leftovers: dict[str, Leftover],
                  dependencies: dict[str, list[str]], workers_dir: Path, emit: EventSink,
-                 warn: Callable[[str], None]) -> None:
+                 warn: Callable[[str], None],
+                 superseded: dict[str, Leftover] | None = None) -> None:
         self.root = root
         self.workers_dir = workers_dir  # this run's: an adopted batch's records go there
         self.state = state
         self.leftovers = leftovers
+        # batches the dead run failed or stopped: run again, their worktrees kept as they were
+        self.superseded = superseded or {}
         self.dependencies = dependencies
         self.emit = emit
         self.warn = warn
@@ -195,6 +198,12 @@ class Adopter:
                           "holds unmerged work; `agentrun clean --force` removes it")
                 continue
             self._remove(left, exists)
+        for left in self.superseded.values():
+            if left.worktree.is_dir():
+                groups = ", ".join(left.assignment.group_ids)
+                self.warn(f"kept {left.worktree} of run {left.run_id}, where {groups} stopped "
+                          "before this run ran it again: it may hold that worker's unfinished "
+                          "edits; `agentrun clean --force` removes it")
 
     def _remove(self, left: Leftover, exists: bool) -> None:
         wt = workspace.Worktree(left.worktree, left.branch, left.assignment.base_commit)
@@ -236,13 +245,14 @@ def take_over(root: Path, spec: Spec, state: RunState, old: RunState, emit: Even
               warn: Callable[[str], None]) -> Adopter:
     """The adopter of a resume of `old` (and of the run `old` itself resumed)."""
     runs = [r for r in (old.run_id, old.resumed_from) if r]
-    leftovers = find_leftovers([(r, control_dir(root, r) / "workers") for r in runs])
+    found = find_leftovers([(r, control_dir(root, r) / "workers") for r in runs])
     # only work the dead run had no verdict on: a group it failed (a refused merge, a broken
     # integration check) or interrupted runs again, as before
     undecided = (Status.PENDING, Status.RUNNING, Status.COMPLETE)
-    leftovers = {b: lo for b, lo in leftovers.items()
+    leftovers = {b: lo for b, lo in found.items()
                  if all(g not in old.groups or old.groups[g].status in undecided
                         for g in lo.assignment.group_ids)}
+    superseded = {b: lo for b, lo in found.items() if b not in leftovers}
     deps = {g.id: list(g.dependencies) for g in spec.groups}
     return Adopter(root, state, leftovers, deps, control_dir(root, state.run_id) / "workers",
-                   emit, warn)
+                   emit, warn, superseded)
