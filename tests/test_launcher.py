@@ -10,6 +10,7 @@ import time
 
 import clirun
 import pytest
+from launcher import Launcher
 from runkit import make_project, spec_text, writes
 
 
@@ -23,9 +24,16 @@ def fresh(*args: str, cwd, env=None) -> tuple[int, str, str]:
                                 env=clirun.cli_env(env), timeout=120))
 
 
-def launched(*args: str, cwd, env=None) -> tuple[int, str, str]:
-    launcher = clirun._launcher()
-    assert launcher is not None and launcher.serves(clirun.cli_env(env))
+@pytest.fixture(scope="module")
+def launcher():
+    """A launcher of its own, also when the suite starts every call afresh."""
+    started = Launcher(clirun.ENTRY_POINT, clirun.cli_env())
+    yield started
+    started.close()
+
+
+def launched(launcher: Launcher, *args: str, cwd, env=None) -> tuple[int, str, str]:
+    assert launcher.serves(clirun.cli_env(env))
     return _seen(launcher.run(clirun._argv(*args), cwd, clirun.cli_env(env), timeout=120))
 
 
@@ -42,33 +50,29 @@ def project(tmp_path_factory):
     ("run", "SPEC-404", "--json"), ("run", "SPEC-1", "--mode", "sideways"), ("bogus",),
     ("audit", "SPEC-1", "--json"),
 ])
-def test_a_launched_call_prints_and_exits_as_a_fresh_process(project, args):
-    assert launched(*args, cwd=project) == fresh(*args, cwd=project)
+def test_a_launched_call_prints_and_exits_as_a_fresh_process(launcher, project, args):
+    assert launched(launcher, *args, cwd=project) == fresh(*args, cwd=project)
 
 
-def test_a_launched_call_sees_its_own_environment(project):
+def test_a_launched_call_sees_its_own_environment(launcher, project):
     args, env = ("run", "SPEC-1", "--dry-run", "--json"), {"AGENTRUN_PROVIDER": "nosuch"}
-    code, out, err = launched(*args, cwd=project, env=env)
+    code, out, err = launched(launcher, *args, cwd=project, env=env)
     assert code == 2 and "nosuch" in out + err
     assert (code, out, err) == fresh(*args, cwd=project, env=env)
 
 
-def test_start_up_variables_get_a_fresh_process():
-    launcher = clirun._launcher()
-    assert launcher is not None
+def test_start_up_variables_get_a_fresh_process(launcher):
     assert launcher.serves(clirun.cli_env({"AGENTRUN_PROVIDER_X": "1", "NO_COLOR": "1"}))
     for changed in ({"PYTHONPATH": "/elsewhere"}, {"LC_ALL": "C"}, {"HOME": "/nowhere"},
                     {"PYTHONPROFILEIMPORTTIME": "1"}):
         assert not launcher.serves(clirun.cli_env(changed)), changed
 
 
-def test_a_call_that_outlives_its_timeout_is_killed(project, tmp_path):
-    launcher = clirun._launcher()
-    assert launcher is not None
+def test_a_call_that_outlives_its_timeout_is_killed(launcher, project, tmp_path):
     sleeper = tmp_path / "sleeper"
     sleeper.write_text("import time\ntime.sleep(30)\n")
     started = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired):
         launcher.run([str(sleeper)], project, clirun.cli_env(), timeout=1)
     assert time.monotonic() - started < 10
-    assert launched("--version", cwd=project) == fresh("--version", cwd=project)
+    assert launched(launcher, "--version", cwd=project) == fresh("--version", cwd=project)
