@@ -288,8 +288,14 @@ def test_spec_without_groups_is_one_job_and_merges_from_a_local_branch(tmp_path)
     assert "--no-review" in proc.json["error"]["hint"]
     assert run_git(root, "rev-parse", "HEAD") == head and not (root / "hello.py").exists()
     assert not (root / ".specflow/execution").exists()
-    proc = agentrun("aggregate", "SPEC-34", str(out), *REVIEWER, "--json", cwd=root)
+    junit = tmp_path / "junit.xml"
+    proc = agentrun("aggregate", "SPEC-34", str(out), *REVIEWER, "--json", "--junit",
+                    str(junit), cwd=root, env={"GITHUB_ACTIONS": "true"})
     assert proc.returncode == 1, proc.stderr
+    review = next(c for c in ET.parse(junit).getroot().iter("testcase")
+                  if c.get("name") == "review")
+    assert review.find("failure").get("message").startswith("CHANGES_REQUESTED (Review v1")
+    assert "title=SPEC-34 review::CHANGES_REQUESTED" in proc.stderr
     result = proc.json
     assert result["mode"] == "single" and result["status"] == "partial"
     assert result["stop_reason"] == "review"

@@ -13,7 +13,7 @@ from clirun import agentrun, finish, start
 from runkit import make_project, scripted, spec_text, submit, writes
 
 from agentrun.audit.static import static_audit
-from agentrun.report.execution_state import GroupState, RunState, WaveState
+from agentrun.report.execution_state import GroupState, ReviewRecord, RunState, WaveState
 from agentrun.report.github import (
     annotation,
     audit_annotations,
@@ -75,6 +75,41 @@ def test_run_junit_is_valid_xml_with_one_case_per_group():
     assert cases["G5"].find("skipped").get("message") == "not run yet"
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert props["status"] == "partial" and props["tokens"] == "15"
+
+
+def test_an_ended_run_reports_its_review_as_a_test_case_an_annotation_and_a_line():
+    """A run that ends partial on its review says why in every CI report; a run still going
+    (an aggregate of an earlier wave) has no review case yet."""
+    def ended(**fields) -> RunState:
+        state = sample_state()
+        state.groups = {"G1": state.groups["G1"]}
+        return state.model_copy(update={"finished": "2026-01-01 00:10 UTC", **fields})
+
+    changes = ended(status="partial", stop_reason="review", reviews=[
+        ReviewRecord(result="CHANGES_REQUESTED", version=1, findings=2)])
+    suite = ET.fromstring(run_junit(changes).encode()).find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("2", "1", "0")
+    case = next(c for c in suite.iter("testcase") if c.get("name") == "review")
+    assert case.find("failure").get("message") == "CHANGES_REQUESTED (Review v1, 1 review(s))"
+    assert run_annotations(changes)[-1] == (
+        "::error file=.specflow/specs/SPEC-40.md,title=SPEC-40 review::CHANGES_REQUESTED "
+        "(Review v1, 1 review(s)); fix it with `agentrun fix SPEC-40`")
+    assert "**Review:** CHANGES_REQUESTED (Review v1, 1 review(s))" in \
+        run_summary_markdown(changes, env={})
+
+    approved = ended(status="complete", reviews=[ReviewRecord(result="APPROVED", version=1)])
+    case = next(c for c in ET.fromstring(run_junit(approved).encode()).iter("testcase")
+                if c.get("name") == "review")
+    assert case.find("failure") is None and case.find("skipped") is None
+    assert run_annotations(approved) == []
+    skipped = ended(status="complete", review_skipped="--no-review")
+    case = next(c for c in ET.fromstring(run_junit(skipped).encode()).iter("testcase")
+                if c.get("name") == "review")
+    assert case.find("skipped").get("message") == "not reviewed (--no-review)"
+    running = sample_state()  # not ended: no review case, no review line
+    assert "review" not in [c.get("name") for c in
+                            ET.fromstring(run_junit(running).encode()).iter("testcase")]
+    assert "**Review:**" not in run_summary_markdown(running, env={})
 
 
 def test_audit_junit_has_one_case_per_spec(tmp_path):

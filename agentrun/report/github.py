@@ -17,7 +17,8 @@ from typing import Any, TextIO
 from agentrun.fsutil import relpath
 from agentrun.report.escape import inline
 from agentrun.report.execution_state import RunState
-from agentrun.report.summary import STATUS_MARK, format_cost
+from agentrun.report.junit import review_outcome
+from agentrun.report.summary import STATUS_MARK, format_cost, review_words
 
 GROUP_LEVEL = {"failed": "error", "interrupted": "error", "partial": "warning",
                "blocked": "warning"}
@@ -45,7 +46,8 @@ def annotation(level: str, message: str, *, file: str | None = None, line: int |
 
 def run_annotations(state: RunState, group_lines: Mapping[str, int | None] | None = None
                     ) -> list[str]:
-    """An error for each failed group, a warning for each partial or blocked one."""
+    """An error for each failed group, a warning for each partial or blocked one, and an
+    error for a review that did not approve the run."""
     lines = group_lines or {}
     out = []
     for g in state.groups.values():
@@ -56,6 +58,10 @@ def run_annotations(state: RunState, group_lines: Mapping[str, int | None] | Non
         out.append(annotation(level, message, file=state.spec_path or None,
                               line=lines.get(g.id),
                               title=f"{state.spec_id} {g.id} {g.status}"))
+    if review_outcome(state) == "failure":
+        out.append(annotation("error", f"{review_words(state)}; fix it with `agentrun fix "
+                                       f"{state.spec_id}`", file=state.spec_path or None,
+                              title=f"{state.spec_id} review"))
     return out
 
 
@@ -120,6 +126,8 @@ def run_summary_markdown(state: RunState, title: str = "",
                      f"{g.usage.total:,} | {cost} | {_cell(note)} |")
     counts = ", ".join(f"{n} {s}" for s, n in sorted(state.counts().items()))
     lines += ["", f"**Result:** {state.status} ({counts})"]
+    if state.finished:
+        lines += ["", f"**Review:** {_cell(review_words(state))}"]
     if state.warnings:
         lines += ["", "**Warnings:**", *(f"- {_cell(w)}" for w in state.warnings)]
     return "\n".join(lines) + "\n\n"

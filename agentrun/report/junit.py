@@ -1,8 +1,11 @@
 """JUnit XML, the report format every CI system reads.
 
 `run_junit`: one test case per task group of a run (failed, partial or interrupted → failure
-with the error; blocked or never run → skipped with the reason). `audit_junit`: one test case
-per audited spec (critical findings → failure; a spec that cannot be read → error).
+with the error; blocked or never run → skipped with the reason), and once the run has ended,
+one for its review (approved → passed; changes requested or no review submitted → failure;
+not reviewed → skipped with the reason), so a run that ends partial on its review says why.
+`audit_junit`: one test case per audited spec (critical findings → failure; a spec that cannot
+be read → error).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 from agentrun.fsutil import atomic_write_text
 from agentrun.protocol import Status
 from agentrun.report.execution_state import RunState
+from agentrun.report.summary import review_words
 
 FAILURE_STATUSES = (Status.FAILED, Status.PARTIAL, Status.INTERRUPTED)
 SKIPPED_STATUSES = (Status.BLOCKED, Status.PENDING, Status.RUNNING)
@@ -53,11 +57,15 @@ def run_junit(state: RunState) -> str:
     groups = list(state.groups.values())
     failures = sum(1 for g in groups if g.status in FAILURE_STATUSES)
     skipped = sum(1 for g in groups if g.status in SKIPPED_STATUSES)
+    review = review_outcome(state)
+    failures += review == "failure"
+    skipped += review == "skipped"
+    tests = len(groups) + (review is not None)
     total_time = f"{sum(g.duration_s for g in groups):.3f}"
-    root = ET.Element("testsuites", {"name": "agentrun", "tests": str(len(groups)),
+    root = ET.Element("testsuites", {"name": "agentrun", "tests": str(tests),
                                      "failures": str(failures), "errors": "0",
                                      "skipped": str(skipped), "time": total_time})
-    suite = add_element(root, "testsuite", name=state.spec_id, tests=len(groups), failures=failures,
+    suite = add_element(root, "testsuite", name=state.spec_id, tests=tests, failures=failures,
                 errors=0, skipped=skipped, time=total_time, timestamp=state.started)
     props = add_element(suite, "properties")
     usage = state.usage
@@ -89,7 +97,28 @@ def run_junit(state: RunState) -> str:
         if g.summary:
             out.append(f"summary: {g.summary}")
         add_element(case, "system-out", "\n".join(out))
+    if review is not None:
+        case = add_element(suite, "testcase", classname=state.spec_id, name="review",
+                           file=state.spec_path or None)
+        words = review_words(state)
+        if review == "failure":
+            add_element(case, "failure", words, message=first_line(words, "not approved"),
+                        type="review")
+        elif review == "skipped":
+            add_element(case, "skipped", message=first_line(words, "not reviewed"))
+        else:
+            add_element(case, "system-out", words)
     return serialise(root)
+
+
+def review_outcome(state: RunState) -> str | None:
+    """The review as a test: "passed", "failure" or "skipped"; None before the run has ended
+    (an aggregate of a wave that is not the last)."""
+    if not state.finished:
+        return None
+    if not state.reviews:
+        return "skipped"
+    return "passed" if state.reviews[-1].result == "APPROVED" else "failure"
 
 
 def audit_junit(results: Iterable[Any]) -> str:
