@@ -304,8 +304,10 @@ def aggregate(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path],
     """Aggregate one wave's CI results into the checked-out branch (see the module doc)."""
     results, wave, previous = prepare(project, spec, plan, paths, remote=remote,
                                       allow_missing=allow_missing)
-    if options.review is not None and wave.number == len(plan.waves):
-        reviewer_model(options.review.access)  # before anything merges
+    if options.review is not None and wave.number == len(plan.waves) and (
+            previous is None or all(g.status in (Status.COMPLETE, Status.PENDING)
+                                    for g in previous.groups.values())):
+        reviewer_model(options.review.access)  # the run may end complete: before any merge
     if not options.provider.provider:
         first = next((r for r in results if r.provider), None)
         if first is not None:
