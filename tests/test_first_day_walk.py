@@ -22,8 +22,9 @@ TEST_OPS = ("from calc.mul import mul\nfrom calc.sub import sub\n\n\ndef test_op
             "    assert (sub(5, 3), mul(2, 3)) == (2, 6)\n")
 SPEC = ".specflow/specs/SPEC-001.md"
 
-# What the user writes into the template `new` made: the files and three task groups in two
-# waves (G1 and G2 side by side, then G3).
+# What the user writes into the template `new` made: the task, the files and three task groups
+# in two waves (G1 and G2 side by side, then G3).
+TASK = "Add `sub` and `mul` to calc, each in a module of its own, with tests."
 FILES = """### Files to Create
 
 - `calc/sub.py` — `sub(a, b)`
@@ -40,6 +41,8 @@ GROUPS = """| Group | Title | Tasks | Dependencies |
 
 
 def written_spec(text: str) -> str:
+    text = re.sub(r"(## Task\n\n).*?\n\n", lambda m: f"{m.group(1)}{TASK}\n\n", text,
+                  count=1, flags=re.S)
     text = re.sub(r"### Files to Create\n.*?(?=## Acceptance Criteria)", FILES, text,
                   flags=re.S)
     return re.sub(r"\| Group \| Title .*?(?=\n### Execution Plan)", GROUPS, text, flags=re.S)

@@ -13,6 +13,7 @@ from typing import Any
 from agentrun.errors import PlanError
 from agentrun.plan import Finding, Plan, build_plan
 from agentrun.spec.model import Spec
+from agentrun.spec.template import paragraphs, placeholders
 
 STATUSES = {"draft", "audited", "revision_requested", "needs_revision", "needs_decomposition",
             "running", "executing", "review", "done", "complete", "completed", "blocked",
@@ -55,7 +56,8 @@ class StaticAudit:
 
 
 def static_audit(spec: Spec) -> StaticAudit:
-    findings = [*check_frontmatter(spec), *check_sections(spec), *check_groups(spec)]
+    findings = [*check_frontmatter(spec), *check_sections(spec), *check_template(spec),
+                *check_groups(spec)]
     plan = None
     try:
         plan = build_plan(spec)
@@ -105,6 +107,29 @@ def check_sections(spec: Spec) -> list[Finding]:
     if spec.section("Acceptance Criteria") is not None and not spec.acceptance_criteria:
         out.append(Finding("critical", "no-acceptance-criteria",
                            "`## Acceptance Criteria` has no items; list them as `- [ ] ...`"))
+    return out
+
+
+def check_template(spec: Spec) -> list[Finding]:
+    """What `agentrun new`'s template left unwritten. Its example files would be built and a
+    Task in its words tells a worker nothing (critical); its Context or Requirements prose
+    still there is a warning."""
+    marks = placeholders()
+    out = []
+    named = {*spec.files_to_create, *spec.files_to_modify, *(f for g in spec.groups
+                                                             for f in g.files)}
+    examples = [f for f in marks.files if f in named]
+    if examples:
+        out.append(Finding("critical", "template-text",
+                           f"names the template's example file(s) {', '.join(examples)}; "
+                           "name the files this work creates and changes"))
+    for title, texts in marks.prose.items():
+        section = spec.section(title)
+        if section is None or not set(texts) & set(paragraphs(section.body)):
+            continue
+        out.append(Finding("critical" if title == "Task" else "warning", "template-text",
+                           f"`## {title}` still holds the template's placeholder text; "
+                           f"write the {title.lower()} of this work", line=section.start + 1))
     return out
 
 

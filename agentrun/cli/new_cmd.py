@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -10,8 +9,8 @@ from pathlib import Path
 import typer
 
 from agentrun.cli.common import JSON_OPT, output
+from agentrun.spec.template import render
 
-TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "spec.md"
 _NUMBERED = re.compile(r"^SPEC-(\d+)", re.I)
 MIN_WIDTH = 3  # SPEC-001
 
@@ -58,15 +57,6 @@ def used_numbers(specflow: Path) -> tuple[set[int], int]:
     return numbers, width
 
 
-def render_template(spec_id: str, title: str) -> str:
-    from datetime import date
-
-    values = {"{id}": spec_id, "{title}": title, "{date}": date.today().isoformat(),
-              "{title_yaml}": json.dumps(title, ensure_ascii=False)}
-    text = TEMPLATE.read_text(encoding="utf-8")
-    return re.sub(r"\{(?:id|title|date|title_yaml)\}", lambda m: values[m.group(0)], text)
-
-
 def create_spec(specflow: Path, title: str) -> tuple[str, Path]:
     """Write the spec under the next free number; never replaces a file (a name taken in the
     meantime moves on to the next number)."""
@@ -78,7 +68,7 @@ def create_spec(specflow: Path, title: str) -> tuple[str, Path]:
         spec_id = f"SPEC-{number:0{width}d}"
         target = specs / f"{spec_id}.md"
         tmp = specs / f".{spec_id}.md.{os.getpid()}.tmp"
-        tmp.write_text(render_template(spec_id, title), encoding="utf-8")
+        tmp.write_text(render(spec_id, title), encoding="utf-8")
         try:
             os.link(tmp, target)  # fails if the name exists: no overwrite, no half file
         except FileExistsError:
