@@ -292,7 +292,7 @@ def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from agentrun.report.summary import STATUS_MARK, format_cost, review_words
+    from agentrun.report.summary import STATUS_MARK, format_cost, kept_worktrees, review_words
 
     doc = {"ok": state.status == "complete", **state.to_dict(),
            "run_dir": str(orchestrator.run_dir), "state_file": str(orchestrator.state_file),
@@ -320,9 +320,8 @@ def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
     console.print(f"State: {escape(str(orchestrator.project.state_md))}, "
                   f"{escape(str(orchestrator.state_file))}")
     console.print(f"Run record: {escape(str(orchestrator.run_dir))}")
-    for g in state.groups.values():
-        if g.worktree:
-            console.print(f"Kept worktree for {g.id}: {escape(g.worktree)} "
-                          f"(branch {escape(g.branch or '')})")
+    for ids, path, branch in kept_worktrees(state.groups.values()):
+        console.print(f"Kept worktree for {', '.join(ids)}: {escape(path)} "
+                      f"(branch {escape(branch)})")
     if state.status == "interrupted":
         console.print(f"Continue with: agentrun run {escape(state.spec_path)} --resume")

@@ -20,7 +20,7 @@ def status(
     from agentrun.project import active_spec_name, find_project
     from agentrun.report.execution_state import load_state, state_path
     from agentrun.report.state_md import read_state_md
-    from agentrun.report.summary import STATUS_MARK, format_cost
+    from agentrun.report.summary import STATUS_MARK, format_cost, kept_worktrees
 
     out = output(json_out)
     project = find_project()
@@ -58,6 +58,5 @@ def status(
                       str(g.attempts), f"{g.usage.total:,}", escape(note))
     console.print(table)
     console.print(f"Tokens: {state.usage.total:,} · cost {format_cost(state.cost_usd)}")
-    for g in state.groups.values():
-        if g.worktree:
-            console.print(f"Kept worktree for {g.id}: {escape(g.worktree)}")
+    for ids, path, _ in kept_worktrees(state.groups.values()):
+        console.print(f"Kept worktree for {', '.join(ids)}: {escape(path)}")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from agentrun.protocol import Status
 from agentrun.report.escape import inline
-from agentrun.report.execution_state import IntegrationCheck, RunState
+from agentrun.report.execution_state import GroupState, IntegrationCheck, RunState
 
 STATUS_MARK = {"complete": "✅ complete", "partial": "⚠️ partial", "failed": "❌ failed",
                "blocked": "⛔ blocked", "interrupted": "⏸ interrupted", "pending": "… pending",
@@ -68,12 +70,22 @@ def render_summary(state: RunState, criteria: list[str], when: str) -> str:
     lines += ["", "### Deviations", ""]
     deviations = [f"- {g.id}: {inline(d)}" for g in groups for d in g.deviations]
     lines += deviations or ["None"]
-    kept = [g for g in groups if g.worktree and g.status != Status.COMPLETE]
+    kept = kept_worktrees(g for g in groups if g.status != Status.COMPLETE)
     if kept:
         lines += ["", "### Kept Worktrees", ""]
-        lines += [f"- {g.id}: {_code(g.worktree)} (branch {_code(g.branch or '')})"
-                  for g in kept]
+        lines += [f"- {', '.join(ids)}: {_code(path)} (branch {_code(branch)})"
+                  for ids, path, branch in kept]
     return "\n".join(lines) + "\n"
+
+
+def kept_worktrees(groups: Iterable[GroupState]) -> list[tuple[list[str], str, str]]:
+    """The worktrees `groups` kept, once each: (the groups in it, its path, its branch). The
+    groups of one batch share their worker's worktree."""
+    kept: dict[str, tuple[list[str], str, str]] = {}
+    for g in groups:
+        if g.worktree:
+            kept.setdefault(g.worktree, ([], g.worktree, g.branch or ""))[0].append(g.id)
+    return list(kept.values())
 
 
 def review_words(state: RunState) -> str:
