@@ -191,6 +191,22 @@ def read_only_run(root, folder) -> CliResult:
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
+@pytest.mark.parametrize("path, what", [
+    (".specflow/execution/SPEC-1-state.json", "the run's checkpoint"),
+    (".specflow/STATE.md", "the project's state")])
+def test_a_folder_where_the_run_writes_a_file_is_refused_up_front(tmp_path, path, what):
+    """Found only once the run had started, it was an internal error (the checkpoint) or a
+    raw git failure (STATE.md)."""
+    root = two_groups(tmp_path / "p")
+    head = run_git(root, "rev-parse", "HEAD")
+    (root / path).unlink(missing_ok=True)
+    (root / path).mkdir(parents=True)
+    proc = agentrun("run", "SPEC-1", *scripted(), cwd=root)
+    assert_one_message(proc, 2, f"{path} is a folder; agentrun writes {what} there",
+                       f"mv {path} {path}.old")
+    assert no_worktrees(root) and run_git(root, "rev-parse", "HEAD") == head
+
+
 @pytest.mark.parametrize("folder", [".specflow", ".specflow/specs"])
 def test_a_read_only_folder_the_run_writes_is_refused_up_front(tmp_path, folder):
     root = two_groups(tmp_path / "p")

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from agentrun import workspace
 from agentrun.errors import CannotStart, NoSpace, no_space
-from agentrun.fsutil import check_link_inside
+from agentrun.fsutil import check_file_or_absent, check_link_inside
 from agentrun.project import find_project
+from agentrun.report.execution_state import state_path
 from agentrun.report.state_md import read_state_md
 from agentrun.run.own_files import own_changes
 from agentrun.spec.model import Spec
@@ -39,6 +40,9 @@ def preflight(root: Path, spec: Spec, *, allow_dirty: bool) -> list[str]:
     project = find_project(spec.path)
     for path in (spec.path, project.state_md):
         check_link_inside(path, root)  # BadInput: a target outside the repository
+    for path, what in ((project.state_md, "the project's state"),
+                       (state_path(project.execution_dir, spec.id), "the run's checkpoint")):
+        check_file_or_absent(path, what)  # BadInput: a folder where a file is written
     read_state_md(project.state_md)  # BadInput before any work when it cannot be rewritten
     check_writable([project.specflow, project.execution_dir, project.runs_dir,
                     spec.path.resolve().parent])
