@@ -191,19 +191,29 @@ def read_only_run(root, folder) -> CliResult:
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
-@pytest.mark.parametrize("path, what", [
-    (".specflow/execution/SPEC-1-state.json", "the run's checkpoint"),
-    (".specflow/STATE.md", "the project's state")])
-def test_a_folder_where_the_run_writes_a_file_is_refused_up_front(tmp_path, path, what):
-    """Found only once the run had started, it was an internal error (the checkpoint) or a
-    raw git failure (STATE.md)."""
+@pytest.mark.parametrize("path, folder, words", [
+    (".specflow/execution/SPEC-1-state.json", True, "is a folder; agentrun writes the run's "
+                                                    "checkpoint there"),
+    (".specflow/STATE.md", True, "is a folder; agentrun writes the project's state there"),
+    (".specflow/runs", False, "is a file; agentrun keeps a folder there"),
+    (".git/agentrun", False, "is a file; agentrun keeps a folder there")])
+def test_a_folder_or_file_in_the_way_of_the_run_is_refused_up_front(tmp_path, path, folder,
+                                                                     words):
+    """A folder where the run writes a file, or a file where it keeps a folder. Found only
+    once the run had started, each was an internal error or a raw git failure."""
     root = two_groups(tmp_path / "p")
     head = run_git(root, "rev-parse", "HEAD")
-    (root / path).unlink(missing_ok=True)
-    (root / path).mkdir(parents=True)
+    target = root / path
+    if target.is_dir():
+        shutil.rmtree(target)
+    target.unlink(missing_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if folder:
+        target.mkdir()
+    else:
+        target.write_text("in the way\n")
     proc = agentrun("run", "SPEC-1", *scripted(), cwd=root)
-    assert_one_message(proc, 2, f"{path} is a folder; agentrun writes {what} there",
-                       f"mv {path} {path}.old")
+    assert_one_message(proc, 2, f"{path} {words}", f"{path}.old")
     assert no_worktrees(root) and run_git(root, "rev-parse", "HEAD") == head
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agentrun import workspace
-from agentrun.errors import CannotStart, NoSpace, no_space
+from agentrun.errors import BadInput, CannotStart, NoSpace, no_space
 from agentrun.fsutil import check_file_or_absent, check_link_inside
 from agentrun.project import find_project
 from agentrun.report.execution_state import state_path
@@ -45,7 +45,8 @@ def preflight(root: Path, spec: Spec, *, allow_dirty: bool) -> list[str]:
         check_file_or_absent(path, what)  # BadInput: a folder where a file is written
     read_state_md(project.state_md)  # BadInput before any work when it cannot be rewritten
     check_writable([project.specflow, project.execution_dir, project.runs_dir,
-                    spec.path.resolve().parent])
+                    spec.path.resolve().parent,
+                    workspace.git_common_dir(root) / "agentrun" / "runs"])
     own = own_changes(root, project, spec)
     dirty = [p for p in workspace.dirty_paths(root, ignore=OWN_PATHS) if p not in own]
     if dirty and not allow_dirty:
@@ -68,11 +69,17 @@ def check_writable(folders: list[Path]) -> None:
     """Refuse to start (exit 3) when a folder the run writes to cannot take a new file.
 
     A run that found out at its end could not record work it had already merged. A real
-    file is created and removed, so read-only mounts count too, not just permission bits.
+    file is created and removed, so read-only mounts count too, not just permission bits. A
+    file where a folder (or one above it) should be is bad input (exit 2).
     """
     for folder in dict.fromkeys(folders):
-        if not folder.is_dir():
-            continue
+        there = next(p for p in (folder, *folder.parents) if p.exists() or p.is_symlink())
+        if not there.is_dir():
+            raise BadInput(f"{there} is a file; agentrun keeps a folder there",
+                           hint=f"move it out of the way (e.g. `mv {there} {there}.old`) and "
+                                "run again")
+        if there != folder:
+            continue  # made when it is needed
         try:
             fd, probe = tempfile.mkstemp(prefix=".agentrun-probe-", dir=folder)
             os.close(fd)
