@@ -42,16 +42,16 @@ def check_link_inside(path: Path, root: Path) -> None:
                             "of the file") from None
 
 
-def check_file_or_absent(path: Path, what: str) -> None:
+def check_file_or_absent(path: Path, what: str, hint: str | None = None) -> None:
     """Refuse (exit 2) a path agentrun writes `what` to when something other than a file is
-    there (a folder, a socket): the write would fail once the run has started."""
+    there (a folder, a socket): the write would fail once the work is done."""
     target = write_target(Path(path))
     if target.exists() and not target.is_file():
         kind = "a folder" if target.is_dir() else "not a regular file"
         shown = relpath(path)
         raise BadInput(f"{shown} is {kind}; agentrun writes {what} there",
-                       hint=f"move it out of the way (e.g. `mv {shown} {shown}.old`) and run "
-                            "again")
+                       hint=hint or f"move it out of the way (e.g. `mv {shown} {shown}.old`) "
+                                    "and run again")
 
 
 def read_text_exact(path: Path) -> str:

@@ -256,6 +256,13 @@ def test_worker_refuses_what_it_cannot_run(tmp_path):
     assert proc.returncode == 2 and "G1,G7 is not a worker batch" in proc.stderr
     proc = agentrun("worker", "--assignment", "a.json", "--spec", "SPEC-33", cwd=job)
     assert proc.returncode == 2 and "cannot be combined" in proc.stderr
+    # a folder at --out is refused before the work, not found when the result is written
+    (tmp_path / "out").mkdir()
+    proc = agentrun("worker", "--spec", "SPEC-33", "--groups", "G1", "--out",
+                    str(tmp_path / "out"), *MODEL, cwd=job)
+    assert proc.returncode == 2 and "is a folder; agentrun writes the result there" in \
+        proc.stderr and "pass a file path to --out" in proc.stderr
+    assert "agentrun/SPEC-33/G1" not in run_git(job, "branch", "--list", "agentrun/*")
     assert not (tmp_path / "r.json").exists()
     assert run_git(job, "rev-parse", "--abbrev-ref", "HEAD") == "main"
     assert run_git(job, "status", "--porcelain") == ""

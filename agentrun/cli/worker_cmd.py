@@ -123,7 +123,7 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: 
         out, cancel) -> int:
     from agentrun import workspace
     from agentrun.cli.common import load
-    from agentrun.fsutil import atomic_write_json
+    from agentrun.fsutil import atomic_write_json, check_file_or_absent
     from agentrun.plan import build_plan
     from agentrun.protocol import Status, WorkerResult
     from agentrun.run.ci import (
@@ -135,6 +135,8 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: 
     )
     from agentrun.sandbox.choice import resolve
 
+    check_file_or_absent(out_path, "the result",  # before the work, not after it
+                         hint="pass a file path to --out, outside the checkout")
     project, spec = load(spec_arg)
     for note in project.config.deprecations:
         out.warn(note)
