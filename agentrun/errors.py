@@ -89,6 +89,23 @@ def no_space(exc: BaseException) -> NoSpace | None:
     return None
 
 
+_IN_THE_WAY = {errno.EISDIR: "is a folder where agentrun writes a file",
+               errno.ENOTDIR: "cannot be made: a part of its path is a file, not a folder",
+               errno.EEXIST: "is in the way: it exists, and is not the folder agentrun makes"}
+
+
+def path_error(exc: BaseException) -> BadInput | None:
+    """Bad input (exit 2) an OSError stands for when a file or folder of the user's is in the
+    way of one agentrun writes (a folder given as --junit, a file named like .specflow)."""
+    if not isinstance(exc, OSError) or exc.errno not in _IN_THE_WAY:
+        return None
+    path = exc.filename2 or exc.filename  # a rename's target is the path in question
+    if not path:
+        return None
+    return BadInput(f"{path} {_IN_THE_WAY[exc.errno]}",
+                    hint="move what is in the way, or give another path")
+
+
 def _size(n: int) -> str:
     if n < 1024:
         return f"{n} bytes"

@@ -217,6 +217,25 @@ def test_a_folder_or_file_in_the_way_of_the_run_is_refused_up_front(tmp_path, pa
     assert no_worktrees(root) and run_git(root, "rev-parse", "HEAD") == head
 
 
+@pytest.mark.parametrize("setup, args, words", [
+    (None, ("audit", "--static", "--junit", "OUT"), "OUT is a folder where agentrun writes"),
+    (None, ("run", "SPEC-1", *scripted("--record", "OUT")), "OUT is a folder where agentrun"),
+    (".specflow/specs", ("new", "Another"), ".specflow/specs is in the way"),
+    (".specflow", ("init",), ".specflow is in the way")])
+def test_a_path_in_the_way_of_a_write_is_named_not_an_internal_error(tmp_path, setup, args,
+                                                                      words):
+    """A folder given where a file is written, or a file where agentrun makes a folder."""
+    root = two_groups(tmp_path / "p")
+    (tmp_path / "OUT").mkdir()
+    if setup:
+        shutil.rmtree(root / setup)
+        (root / setup).write_text("in the way\n")
+    args = tuple(a.replace("OUT", str(tmp_path / "OUT")) for a in args)
+    proc = agentrun(*args, cwd=root)
+    assert_one_message(proc, 2, words.replace("OUT", str(tmp_path / "OUT")),
+                       "move what is in the way")
+
+
 @pytest.mark.parametrize("folder", [".specflow", ".specflow/specs"])
 def test_a_read_only_folder_the_run_writes_is_refused_up_front(tmp_path, folder):
     root = two_groups(tmp_path / "p")

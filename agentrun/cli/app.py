@@ -13,7 +13,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
-from agentrun.errors import EXIT_INTERRUPTED, AgentrunError, no_space
+from agentrun.errors import EXIT_INTERRUPTED, AgentrunError, no_space, path_error
 
 if TYPE_CHECKING:
     import typer
@@ -173,7 +173,7 @@ def _run(app: typer.Typer, args: list[str], out: Any) -> int:
             raise interrupt from None
         if os.environ.get("AGENTRUN_DEBUG"):
             raise
-        known = no_space(exc)
+        known = no_space(exc) or path_error(exc)
         if known is not None:
             _report(out, known.message, known.hint, known.exit_code, type(known).__name__)
             return known.exit_code
