@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agentrun import workspace
+from agentrun.errors import BadInput
 from agentrun.protocol import RunStatus
 from agentrun.report.execution_state import load_state
 
@@ -55,7 +56,10 @@ def run_statuses(runs_dir: Path, execution_dir: Path) -> dict[str, str]:
     names it; a run with neither never finished."""
     ended: dict[str, str] = {}
     for path in sorted(execution_dir.glob("*-state.json")) if execution_dir.is_dir() else []:
-        state = load_state(path) if path.is_file() else None
+        try:
+            state = load_state(path) if path.is_file() else None
+        except BadInput:  # unreadable: the run records still say how runs ended
+            continue
         if state is not None and state.finished:
             ended[state.run_id] = str(state.status)
     for path in sorted(runs_dir.glob("*/result.json")) if runs_dir.is_dir() else []:
