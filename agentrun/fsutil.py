@@ -48,10 +48,22 @@ def check_file_or_absent(path: Path, what: str, hint: str | None = None) -> None
     target = write_target(Path(path))
     if target.exists() and not target.is_file():
         kind = "a folder" if target.is_dir() else "not a regular file"
-        shown = relpath(path)
-        raise BadInput(f"{shown} is {kind}; agentrun writes {what} there",
-                       hint=hint or f"move it out of the way (e.g. `mv {shown} {shown}.old`) "
-                                    "and run again")
+        _in_the_way(path, f"is {kind}; agentrun writes {what} there", hint)
+
+
+def check_folder_or_absent(folder: Path) -> bool:
+    """Refuse (exit 2) a file where agentrun keeps `folder`, or where a folder above it
+    should be; True when the folder exists (else it is made when it is needed)."""
+    there = next(p for p in (folder, *folder.parents) if p.exists() or p.is_symlink())
+    if not there.is_dir():
+        _in_the_way(there, "is a file; agentrun keeps a folder there")
+    return there == folder
+
+
+def _in_the_way(path: Path, what: str, hint: str | None = None) -> None:
+    shown = relpath(path)
+    raise BadInput(f"{shown} {what}", hint=hint or f"move it out of the way (e.g. `mv {shown} "
+                                                    f"{shown}.old`) and run again")
 
 
 def read_text_exact(path: Path) -> str:

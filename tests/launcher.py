@@ -138,7 +138,6 @@ class Launcher:
     """One launcher process for this test process, started on first use."""
 
     def __init__(self, script: Path, env: dict[str, str]) -> None:
-        self.script = script
         self.lock = threading.Lock()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.proc = subprocess.Popen([sys.executable, __file__, str(theirs.fileno()), str(script)],
@@ -171,19 +170,15 @@ class Launcher:
         deadline = time.monotonic() + timeout
         try:
             out, err = _read_until_eof(out_r, err_r, deadline)
-        except subprocess.TimeoutExpired:
-            os.kill(pid, signal.SIGKILL)
-            json.loads(self.channel.recv(4096))
-            raise subprocess.TimeoutExpired(argv, timeout) from None
-        self.channel.settimeout(max(0.1, deadline - time.monotonic()))
-        try:
+            self.channel.settimeout(max(0.1, deadline - time.monotonic()))
             returncode = json.loads(self.channel.recv(4096))["returncode"]
-        except TimeoutError:
+        except (subprocess.TimeoutExpired, TimeoutError):
             os.kill(pid, signal.SIGKILL)
             self.channel.settimeout(None)
-            json.loads(self.channel.recv(4096))
+            self.channel.recv(4096)  # its exit status: the launcher is ready for the next call
             raise subprocess.TimeoutExpired(argv, timeout) from None
-        self.channel.settimeout(None)
+        finally:
+            self.channel.settimeout(None)
         return subprocess.CompletedProcess(argv, returncode, _text(out), _text(err))
 
     def close(self) -> None:

@@ -17,8 +17,7 @@ from typing import Any, TextIO
 from agentrun.fsutil import relpath
 from agentrun.report.escape import inline
 from agentrun.report.execution_state import RunState
-from agentrun.report.junit import review_outcome
-from agentrun.report.summary import STATUS_MARK, format_cost, review_words
+from agentrun.report.summary import STATUS_MARK, format_cost, review_outcome, review_words
 
 GROUP_LEVEL = {"failed": "error", "interrupted": "error", "partial": "warning",
                "blocked": "warning"}

@@ -19,7 +19,7 @@ from typing import Any
 from agentrun.fsutil import atomic_write_text
 from agentrun.protocol import Status
 from agentrun.report.execution_state import RunState
-from agentrun.report.summary import review_words
+from agentrun.report.summary import review_outcome, review_words
 
 FAILURE_STATUSES = (Status.FAILED, Status.PARTIAL, Status.INTERRUPTED)
 SKIPPED_STATUSES = (Status.BLOCKED, Status.PENDING, Status.RUNNING)
@@ -109,16 +109,6 @@ def run_junit(state: RunState) -> str:
         else:
             add_element(case, "system-out", words)
     return serialise(root)
-
-
-def review_outcome(state: RunState) -> str | None:
-    """The review as a test: "passed", "failure" or "skipped"; None before the run has ended
-    (an aggregate of a wave that is not the last)."""
-    if not state.finished:
-        return None
-    if not state.reviews:
-        return "skipped"
-    return "passed" if state.reviews[-1].result == "APPROVED" else "failure"
 
 
 def audit_junit(results: Iterable[Any]) -> str:

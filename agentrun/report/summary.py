@@ -88,6 +88,16 @@ def kept_worktrees(groups: Iterable[GroupState]) -> list[tuple[list[str], str, s
     return list(kept.values())
 
 
+def review_outcome(state: RunState) -> str | None:
+    """The review as CI reports count it: "passed", "failure" or "skipped"; None before the
+    run has ended (an aggregate of a wave that is not the last)."""
+    if not state.finished:
+        return None
+    if not state.reviews:
+        return "skipped"
+    return "passed" if state.reviews[-1].result == "APPROVED" else "failure"
+
+
 def review_words(state: RunState) -> str:
     """The run's review in a few words: for the Execution Summary and the terminal."""
     if not state.reviews:

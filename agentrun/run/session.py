@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agentrun import workspace
-from agentrun.errors import BadInput, CannotStart, NoSpace, no_space
-from agentrun.fsutil import check_file_or_absent, check_link_inside
+from agentrun.errors import CannotStart, NoSpace, no_space
+from agentrun.fsutil import check_file_or_absent, check_folder_or_absent, check_link_inside
 from agentrun.project import find_project
 from agentrun.report.execution_state import state_path
 from agentrun.report.state_md import read_state_md
@@ -73,12 +73,7 @@ def check_writable(folders: list[Path]) -> None:
     file where a folder (or one above it) should be is bad input (exit 2).
     """
     for folder in dict.fromkeys(folders):
-        there = next(p for p in (folder, *folder.parents) if p.exists() or p.is_symlink())
-        if not there.is_dir():
-            raise BadInput(f"{there} is a file; agentrun keeps a folder there",
-                           hint=f"move it out of the way (e.g. `mv {there} {there}.old`) and "
-                                "run again")
-        if there != folder:
+        if not check_folder_or_absent(folder):
             continue  # made when it is needed
         try:
             fd, probe = tempfile.mkstemp(prefix=".agentrun-probe-", dir=folder)
