@@ -200,9 +200,17 @@ def wave_drift(spec: Spec, layers: list[list[str]]) -> list[Finding]:
 
 
 def definition_findings(spec: Spec) -> list[Finding]:
-    """Slips in how groups are written: an id defined twice (its rows were merged into one
-    group, which is rarely what the author meant) and a group that depends on itself."""
+    """Slips in how groups are written: a table row whose group id cannot be read (its work
+    would never run), an id defined twice (its rows were merged into one group, which is
+    rarely what the author meant) and a group that depends on itself."""
     findings = []
+    for row in spec.unread_rows:
+        what = (f"the group id `{row.cell}` cannot be read" if row.cell else
+                "a task-group row has no group id (and no row above it to continue)")
+        findings.append(Finding(
+            "critical", "unreadable-group",
+            f"line {row.line}: {what}; its tasks would not run — write the id as G1, G2, ...",
+            line=row.line))
     for g in spec.groups:
         if g.duplicate_lines:
             lines = ", ".join(str(n) for n in [g.line, *g.duplicate_lines])

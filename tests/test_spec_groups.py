@@ -56,13 +56,15 @@ def test_dependency_lists_and_ranges(cell, expected):
     ("G2", ("G2", None, "")), ("**G02**", ("G2", None, "")), ("Group 2", ("G2", None, "")),
     ("g2", ("G2", None, "")), ("G2-S1", ("G2", "S1", "")), ("G2 (S2)", ("G2", "S2", "")),
     ("G2: Parser core", ("G2", None, "Parser core")), ("G2 — Title", ("G2", None, "Title")),
-    ("G2: S3 bucket", ("G2", None, "S3 bucket")),
+    ("G2: S3 bucket", ("G2", None, "S3 bucket")), ("G-2", ("G2", None, "")),
+    ("G 2", ("G2", None, "")), ("G_2", ("G2", None, "")), ("Grp 2", ("G2", None, "")),
 ])
 def test_group_cells(cell, expected):
     assert parse_group_cell(cell) == expected
 
 
-@pytest.mark.parametrize("cell", ["Group", "Gx", "G1-G3", "G1, G2", "Wave 1", "—"])
+@pytest.mark.parametrize("cell", ["Group", "Gx", "G1-G3", "G1, G2", "Wave 1", "—", "Task 2",
+                                  "G - 2", "2"])
 def test_cells_that_are_not_one_group(cell):
     assert parse_group_cell(cell) is None
 
@@ -253,6 +255,7 @@ def test_group_heading_with_a_small_table_and_nested_items():
   - mention `docs/store.md`
 """)
     g1 = spec.group("G1")
+    assert spec.unread_rows == []  # a group's own numbered steps name no groups
     assert g1.tasks == ["Write the README section", "Create the store", "Add migrations"]
     assert g1.files == ["src/store.py", "src/migrations/", "docs/store.md"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agentrun.spec.model import TaskGroup
+from agentrun.spec.model import TaskGroup, UnreadRow
 from agentrun.spec.refs import unique
 
 
@@ -30,6 +30,7 @@ class GroupDef:
 class Found:
     defs: list[GroupDef] = field(default_factory=list)
     waves: list[tuple[int, str, int]] = field(default_factory=list)  # (line, group, wave)
+    unread: list[UnreadRow] = field(default_factory=list)
 
     def declare(self, line: int, refs: list[str], wave: int | None) -> None:
         if wave is not None:

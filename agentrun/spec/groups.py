@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from markdown_it.token import Token
 
-from agentrun.spec.group_defs import Found, GroupDef, merge
+from agentrun.spec.group_defs import Found, GroupDef, UnreadRow, merge
 from agentrun.spec.markdown import (
     Doc,
     Heading,
@@ -55,8 +55,9 @@ _WAVE_LINE = re.compile(r"^\s*(?:[-*+•]\s*|\d+[.)]\s*)?wave\s*0*(\d{1,6})(?!\d
 _FILE_SPLIT = re.compile(r"[\s,;]+")
 
 
-def extract(doc: Doc) -> tuple[list[TaskGroup], dict[str, int]]:
-    """Task groups (merged by id, in order of first definition) and declared waves."""
+def extract(doc: Doc) -> tuple[list[TaskGroup], dict[str, int], list[UnreadRow]]:
+    """Task groups (merged by id, in order of first definition), declared waves, and the rows
+    of group tables whose group id could not be read."""
     found = Found()
     tables_seen: set[int] = set()
     fences_seen: set[int] = set()
@@ -80,7 +81,7 @@ def extract(doc: Doc) -> tuple[list[TaskGroup], dict[str, int]]:
         for inline in doc.paragraphs(start, end):
             for n, part in enumerate(split_lines_of(children(inline))):
                 _read_wave_line(plain(part), inline.map[0] + n + 1 if inline.map else 0, found)
-    return merge(found)
+    return (*merge(found), found.unread)
 
 
 # -- tables ---------------------------------------------------------------------------------
@@ -156,18 +157,33 @@ def _read_table(table: Table, found: Found, allow_groups: bool) -> None:
         cols.group = 0
     if cols.group is None:
         return
+    rows = [(line, cells, _read_row(cols, cells, line + 1)) for line, cells in table.rows]
+    # a table of groups: its header says so, a row names a group, or it lists dependencies
+    groups_table = allow_groups and (
+        _names_groups(table, cols.group) or cols.deps is not None
+        or any(row is not None for _, _, row in rows))
     last: GroupDef | None = None
-    for line, cells in table.rows:
-        row = _read_row(cols, cells, line + 1)
+    for line, cells, row in rows:
         if row is None:
-            if last is not None and not plain(_cell(cells, cols.group)):
+            cell = plain(_cell(cells, cols.group)).strip()
+            if last is not None and not cell:
                 _continue_row(last, cols, cells)  # a row that only adds tasks to the one above
+            elif groups_table and any(plain(children(c)).strip() for c in cells):
+                found.unread.append(UnreadRow(line + 1, cell))  # its work must not vanish
             continue
         last = row
         row.source = f"table {table.index}"
         found.declare(row.line, [row.gid], row.wave)
         if allow_groups:
             found.defs.append(row)
+
+
+def _names_groups(table: Table, column: int) -> bool:
+    """Whether the header calls the column a group (not `#` or `id`, which a group's own
+    small table of steps uses too)."""
+    head = norm_title(plain(children(table.header[column]))) if column < len(table.header) \
+        else ""
+    return head.startswith(("group", "grp", "task group"))
 
 
 def _read_row(cols: _Columns, cells: list[Token], line: int) -> GroupDef | None:

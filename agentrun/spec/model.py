@@ -45,6 +45,15 @@ class TaskGroup:
 
 
 @dataclass
+class UnreadRow:
+    """A row of a task-group table whose group id could not be read (`Task 2`, or no id in
+    the first row): reported, never dropped in silence."""
+
+    line: int  # 1-based
+    cell: str  # the group cell as written ("" when empty)
+
+
+@dataclass
 class Spec:
     path: Path
     id: str
@@ -58,6 +67,7 @@ class Spec:
     files_to_modify: list[str] = field(default_factory=list)
     groups: list[TaskGroup] = field(default_factory=list)
     declared_waves: dict[str, int] = field(default_factory=dict)  # group id -> declared wave
+    unread_rows: list[UnreadRow] = field(default_factory=list)  # group rows without a usable id
     requirement_sections: int = 0  # ### subsections under Requirements
 
     @property

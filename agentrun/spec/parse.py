@@ -85,13 +85,14 @@ def parse_spec(text: str, path: Path | str = "<spec>") -> Spec:
         title = str(meta["title"])
     else:
         title = spec_id
-    groups, declared = extract(doc)
+    groups, declared, unread = extract(doc)
     create, modify = _files(doc)
     return Spec(
         path=p, id=spec_id, title=title, text=text, frontmatter=meta,
         frontmatter_style=block.style if block is not None else "none",
         sections=_sections(doc), acceptance_criteria=_criteria(doc),
         files_to_create=create, files_to_modify=modify, groups=groups, declared_waves=declared,
+        unread_rows=unread,
         requirement_sections=_requirement_sections(doc),
     )
 

@@ -1,5 +1,5 @@
 """Reading the small notations inside cells and lines: group ids, dependency lists, wave
-numbers and file paths. Real specs mix `G2, G3`, `G1-G5`, `Group 2`, `G2-S1`, `G2a`/`G2b` (a
+numbers and file paths. Real specs mix `G2, G3`, `G1-G5`, `Group 2`, `G-2`, `G2-S1`, `G2a`/`G2b` (a
 group split in two), `—` and `None`."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ import re
 MAX_RANGE = 200  # a wider `G1-G99999` range is taken as its two ends, not expanded
 
 # a group id: its number and an optional one-letter suffix (`G2a`); a letter followed by more
-# letters or digits is not a suffix (`G2s1` is segment 1 of G2, `G2abc` is G2 then text)
-_GID = r"(?:group[\s_-]*|g)0*(\d{1,6})(?!\d)(?:([a-z])(?![a-z0-9]))?"
+# letters or digits is not a suffix (`G2s1` is segment 1 of G2, `G2abc` is G2 then text). One
+# space, `-` or `_` may follow the G (`G 2`, `G-2`, `G_2`), and `Grp 2` is `Group 2`: each is
+# plainly group 2, and a row whose id is not read would be work nobody does.
+_GID = r"(?:group[\s_-]*|grp[\s_-]*|g[\s_-]?)0*(\d{1,6})(?!\d)(?:([a-z])(?![a-z0-9]))?"
 _SEG = r"(?:\s*[-–_./]\s*|\s*\(\s*)?(?:segment|seg|s)\s*0*(\d{1,6})(?!\d)\)?"
 _REF = re.compile(rf"(?<![A-Za-z0-9_]){_GID}(?:{_SEG})?", re.I)
 _CELL = re.compile(rf"^[\s*_\[(#]*{_GID}(?:{_SEG})?(?![A-Za-z0-9])", re.I)
