@@ -70,6 +70,10 @@ class StopReason(StrEnum):
     CIRCUIT_BREAKER = "circuit_breaker"
     ERROR = "error"
     INTERRUPTED = "interrupted"
+    REFUSAL = "refusal"  # the model declined the task
+    TRUNCATED = "truncated"  # the model's replies kept hitting the output limit
+    NO_RESULT = "no_result"  # the model ended without reporting its result (submit_result)
+    RATE_LIMITED = "rate_limited"  # the model's server asked for a longer wait than agentrun's
     INTEGRATION = "integration"  # a run's: a wave's merged result failed the validation command
     REVIEW = "review"  # a run's: the reviewer did not approve its merged result
     COST_CAP = "cost_cap"  # a run's (and its stopped workers'): the spending cap was reached

@@ -143,20 +143,23 @@ def responses_sse(text: str = "", tool_calls: list[dict[str, Any]] | None = None
     return "".join(out).encode()
 
 
-_OPENAI_FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+_OPENAI_FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length",
+                  "refusal": "content_filter"}
 
 
 def openai_completion_json(text: str | None = None,
                            tool_calls: list[dict[str, Any]] | None = None,
                            usage: dict[str, int] | None = None, *, stop_reason: str | None = None,
                            model: str = "gpt-fake", completion_id: str = "chatcmpl-fake",
-                           cached_details: bool = True) -> dict:
+                           cached_details: bool = True, refusal: str | None = None) -> dict:
     """An OpenAI Chat Completions response body.
 
     `tool_calls` items: {"name", "arguments", optional "id"}, or "arguments_json" (a raw string,
     e.g. invalid JSON) instead of "arguments". `usage` uses our neutral keys; `prompt_tokens`
     includes the cached tokens as on the real API. `cached_details=False` omits
-    `prompt_tokens_details`, as many OpenAI-compatible servers do.
+    `prompt_tokens_details`, as many OpenAI-compatible servers do. `refusal` is the message's
+    `refusal` (the model declined, in its own words; `content` is then null). A neutral
+    `stop_reason` "refusal" is the `content_filter` finish reason.
     """
     calls = []
     for i, call in enumerate(tool_calls or [], 1):
@@ -166,6 +169,8 @@ def openai_completion_json(text: str | None = None,
         calls.append({"id": call.get("id") or f"call_{completion_id}_{i}", "type": "function",
                       "function": {"name": call["name"], "arguments": raw}})
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if refusal is not None:
+        message["refusal"] = refusal
     if calls:
         message["tool_calls"] = calls
     neutral = stop_reason or ("tool_use" if calls else "end_turn")
@@ -211,8 +216,11 @@ class Reply:
     text: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
-    stop_reason: str | None = None  # neutral: end_turn | tool_use | max_tokens
+    # neutral: end_turn | tool_use | max_tokens | refusal (Anthropic `refusal`, OpenAI
+    # `content_filter`)
+    stop_reason: str | None = None
     cached_details: bool = True  # OpenAI only: include prompt_tokens_details
+    refusal: str | None = None  # OpenAI only: the message's `refusal` text
     thinking: str | None = None  # Anthropic only: a leading thinking block
     delay_s: float = 0.0  # wait before answering (to provoke client timeouts)
 
@@ -400,7 +408,8 @@ def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
                     body = openai_completion_json(response.text, response.tool_calls,
                                                   response.usage, stop_reason=response.stop_reason,
                                                   model=model, completion_id=f"chatcmpl-{n}",
-                                                  cached_details=response.cached_details)
+                                                  cached_details=response.cached_details,
+                                                  refusal=response.refusal)
                 self._send(200, body, {})
 
         def _send(self, status: int, body: Any, headers: dict[str, str]) -> None:

@@ -57,16 +57,47 @@ def test_submit_result_completes_with_the_models_report(tmp_path):
     assert outcome.usage.total > 0
 
 
-def test_end_turn_without_submit_is_nudged_once_then_accepted(tmp_path):
-    script = [turn(text="All done."), turn(text="All done, nothing else to change.")]
-    outcome, provider, transcript, _ = run(tmp_path, script)
-    assert outcome.status == "complete"
-    assert outcome.stop_reason == "completed"
-    assert outcome.submitted is False
-    assert outcome.summary == "All done, nothing else to change."
-    assert len(provider.requests) == 2
-    assert "without calling submit_result" in provider.requests[1].messages[-1].content
-    assert any(e["type"] == "nudge" for e in transcript.events)
+def test_end_turn_without_submit_is_nudged_once_then_never_complete(tmp_path):
+    script = [turn(call("write_file", path="a.txt", content="a\n")), turn(text="All done."),
+              turn(text="All done, nothing else to change.")]
+    outcome, provider, transcript, repo = run(tmp_path, script)
+    assert outcome.stop_reason == "no_result" and outcome.submitted is False
+    assert outcome.status == "partial"  # the file it wrote is kept, reported as unfinished
+    assert "ended its turn without submitting its result with submit_result" in outcome.error
+    assert "nothing else to change" in outcome.summary
+    assert len(provider.requests) == 3
+    assert "without calling submit_result" in provider.requests[2].messages[-1].content
+    assert [e["type"] for e in transcript.events].count("nudge") == 1
+
+
+def test_a_refusal_ends_the_attempt_without_running_its_calls(tmp_path):
+    script = [{"text": "I can't help with that.", "stop_reason": "refusal",
+               "tool_calls": [call("write_file", path="a.txt", content="a\n")]},
+              turn(submit())]
+    outcome, provider, _, repo = run(tmp_path, script, retry_on_failure=True, max_retries=2)
+    assert (outcome.status, outcome.stop_reason) == ("failed", "refusal")
+    assert outcome.error == "the model refused the task: I can't help with that."
+    assert len(provider.requests) == 1 and outcome.attempts == 1  # not asked again
+    assert not (repo / "a.txt").exists()
+
+
+def test_truncated_replies_are_continued_then_end_the_attempt(tmp_path):
+    cut_text = {"text": "Here is the plan, part", "stop_reason": "max_tokens"}
+    cut_call = {"tool_calls": [call("write_file", path="big.txt", content="x")],
+                "stop_reason": "max_tokens"}
+    # a cut text is continued; a cut call is not run; a whole reply resets the count
+    outcome, provider, transcript, repo = run(tmp_path, [
+        cut_text, cut_call, turn(call("write_file", path="a.txt", content="a\n")),
+        cut_call, cut_call, cut_call, turn(submit())])
+    assert (outcome.status, outcome.stop_reason) == ("partial", "truncated")
+    assert "cut off at the output limit 3 times in a row (the last one mid tool call " \
+           "`write_file`)" in outcome.error
+    assert len(provider.requests) == 6 and not (repo / "big.txt").exists()
+    assert "Continue where you stopped" in provider.requests[1].messages[-1].content
+    assert "no call of that reply was run" in provider.requests[2].messages[-1].content
+    assert provider.requests[2].messages[-2].tool_calls == []  # the cut call is not sent back
+    assert [e["where"] for e in events(transcript, "truncated")] == [
+        "mid text", "mid tool call `write_file`", *["mid tool call `write_file`"] * 3]
 
 
 def test_nudge_leads_to_a_submission(tmp_path):
@@ -359,7 +390,8 @@ def test_commands_cannot_outlive_the_deadline(tmp_path):
             return super().complete(request)
 
     repo = make_repo(tmp_path)
-    provider = LateClock([turn(call("run_command", command="sleep 5", timeout_s=300))])
+    provider = LateClock([turn(call("run_command", command="sleep 5", timeout_s=300)),
+                          turn(submit())])
     transcript = Transcript(None)
     outcome = run_agent(make_task(repo, max_duration_s=600.0), provider, transcript=transcript,
                         clock=lambda: now[0], sleep=no_sleep())

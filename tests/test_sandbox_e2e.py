@@ -72,11 +72,12 @@ def escapes_project(tmp_path: Path, groups: dict[str, list[str]],
                     files: dict[str, str] | None = None) -> Path:
     """A project with one group per entry of `groups`: each writes its own file
     src/<group>.py, runs its commands, and finishes (the file first: failing commands in a row
-    make the loop force a reflection turn)."""
+    make the loop force a reflection turn, which takes the next turn: the submission is there
+    twice, for a group whose reflection took the first)."""
     script: dict[str, dict] = {"groups": {}}
     for gid, commands in groups.items():
         write, *finish = writes(f"src/{gid}.py", f"{gid} = 1\n")
-        script["groups"][gid] = [write, *(command(c) for c in commands), *finish]
+        script["groups"][gid] = [write, *(command(c) for c in commands), *finish, *finish]
     spec = spec_text("SPEC-1", [(gid, [], f"src/{gid}.py") for gid in groups])
     return make_project(tmp_path / "p", "SPEC-1", spec, script, files)
 

@@ -42,6 +42,7 @@ from agentrun.tools.names import ALL_TOOLS
 from agentrun.tools.registry import Toolset
 
 WRITE_TOOLS = frozenset({"write_file", "edit_file", "run_command", "spawn_subagent"})
+MAX_TRUNCATIONS = 3  # replies in a row cut off at the output limit before the attempt stops
 
 
 def tool_names_for(agent: AgentDefinition) -> list[str]:
@@ -80,6 +81,7 @@ class Conversation:
         self.warned: set[int] = set()
         self.confirmed_at = 0
         self.nudged = False
+        self.truncations = 0  # replies in a row cut off at the output limit
         self.actions: list[str] = []  # what was done, for a graceful summary
         self.wrote = False
         self.last_thought = self.last_action = self.observation = ""
@@ -99,15 +101,18 @@ class Conversation:
             turn = self.react()
             if isinstance(turn, AttemptOutcome):
                 return turn
-            if self.reflecting:
+            if turn.stop_reason == "refusal":
+                return self.declined(turn)
+            if self.reflecting:  # a reflection cut short is still a reflection
                 self.reflected(turn)
                 continue
+            if turn.stop_reason == "max_tokens":
+                cut = self.truncated(turn)
+                if cut is not None:
+                    return cut
+                continue
+            self.truncations = 0
             if not turn.tool_calls:
-                if turn.stop_reason == "max_tokens":
-                    self.messages += [turn.as_message(), Message(role="user", content=(
-                        "Your reply was cut off by the output limit. Continue where you "
-                        "stopped."))]
-                    continue
                 if self.should_nudge():
                     self.messages += [turn.as_message(), Message(role="user", content=(
                         "You ended your turn without calling submit_result. If the work is "
@@ -215,6 +220,43 @@ class Conversation:
             self._note_action(call)
         return result
 
+    # -- replies that are not answers ------------------------------------------------------------
+
+    def declined(self, turn: Turn) -> AttemptOutcome:
+        """The model refused: its calls are not run and asking again would get the same."""
+        self.messages.append(turn.as_message())
+        words = truncate(turn.text.strip(), 500) or "(it gave no reason)"
+        self.record("refusal", text=turn.text, calls=[c.name for c in turn.tool_calls])
+        return self.stop("refusal", error=f"the model refused the task: {words}")
+
+    def truncated(self, turn: Turn) -> AttemptOutcome | None:
+        """The reply was cut off at the output limit. Cut text is continued; a cut tool call
+        is not run (its arguments are incomplete, and the calls before it belong to the same
+        unfinished reply) and the model is asked for smaller calls. `MAX_TRUNCATIONS` cuts in
+        a row end the attempt: the limit is too small for what the model tries to say."""
+        self.truncations += 1
+        cut = turn.tool_calls[-1].name if turn.tool_calls else None
+        where = f"mid tool call `{cut}`" if cut else "mid text"
+        self.record("truncated", n=self.truncations, where=where,
+                    calls=[c.name for c in turn.tool_calls])
+        self.rt.emit({"type": "truncated", "n": self.truncations, "where": where,
+                      **self.where})
+        if self.truncations >= MAX_TRUNCATIONS:
+            return self.stop("truncated", error=(
+                f"the model's reply was cut off at the output limit {self.truncations} times "
+                f"in a row (the last one {where}); nothing of the cut replies was run"))
+        if cut:
+            text = (f"Your reply was cut off by the output limit while you were writing the "
+                    f"call to `{cut}`: its arguments were incomplete, so no call of that reply "
+                    f"was run. Send the calls again, each small enough to fit (for example, "
+                    f"write a large file in several smaller edits).")
+            reply = Message(role="assistant", content=turn.text)
+        else:
+            text = "Your reply was cut off by the output limit. Continue where you stopped."
+            reply = turn.as_message()
+        self.messages += [reply, Message(role="user", content=text)]
+        return None
+
     # -- reflect and backtrack ------------------------------------------------------------------
 
     def reflect(self, verdict: Verdict) -> AttemptOutcome | None:
@@ -310,16 +352,23 @@ class Conversation:
         return True
 
     def finish(self, turn: Turn) -> AttemptOutcome:
-        """The model ended its turn without tools: accepted as done, without a submission,
-        unless the task declared a result model."""
+        """The model ended its turn without tools, also after the nudge. Only a sub-agent's
+        reply is its result (its parent reads the summary and judges); a top-level agent's
+        result is what it submits, so without one its work is never `complete`."""
         self.messages.append(turn.as_message())
-        self.record("terminator", stop_reason="completed", how="end_turn")
         if self.output is not None:  # the task needs its result model; a reply is not one
+            self.record("terminator", stop_reason="completed", how="end_turn")
             why = f"; the last one was refused: {self.refused}" if self.refused else ""
             return self._result(StopReason.COMPLETED, Status.FAILED, turn.text.strip(),
                                 error=f"ended without submitting its result (`output`) with "
                                       f"submit_result{why}")
-        return self._result(StopReason.COMPLETED, Status.COMPLETE, turn.text.strip())
+        if self.depth or "submit_result" not in self.tools.names:
+            self.record("terminator", stop_reason="completed", how="end_turn")
+            return self._result(StopReason.COMPLETED, Status.COMPLETE, turn.text.strip())
+        why = f" (the last one was refused: {self.refused})" if self.refused else \
+            " (it was asked once to call it)"
+        return self.stop("no_result", error=f"the model ended its turn without submitting its "
+                                            f"result with submit_result{why}")
 
     def submitted(self) -> AttemptOutcome:
         sub = self.hooks.submission

@@ -23,7 +23,7 @@ KEY_VAR = "ANTHROPIC_API_KEY"
 BASE_URL_VAR = "ANTHROPIC_BASE_URL"
 _EPHEMERAL = {"type": "ephemeral"}
 _STOP = {"end_turn": "end_turn", "stop_sequence": "end_turn", "tool_use": "tool_use",
-         "max_tokens": "max_tokens"}
+         "max_tokens": "max_tokens", "refusal": "refusal"}
 _THINKING_TYPES = ("thinking", "redacted_thinking")
 _REMEMBERED_TURNS = 256
 

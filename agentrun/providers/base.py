@@ -81,7 +81,9 @@ class Usage:
         return asdict(self)
 
 
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "other"]
+# "max_tokens": the reply was cut off at the output limit (its last tool call may be incomplete);
+# "refusal": the model declined to answer (its text, if any, says why)
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "other"]
 
 
 @dataclass

@@ -22,7 +22,7 @@ KEY_VAR = "OPENAI_API_KEY"
 BASE_URL_VAR = "OPENAI_BASE_URL"
 PLACEHOLDER_KEY = "not-needed"  # local servers ignore the key, but the SDK insists on one
 _STOP = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use",
-         "length": "max_tokens"}
+         "length": "max_tokens", "content_filter": "refusal"}
 
 
 class OpenAIProvider:
@@ -173,9 +173,12 @@ def parse_response(response: Any, model: str, request: Request | None = None) ->
     text = getattr(message, "content", None) or ""
     finish = getattr(choice, "finish_reason", None) or ""
     stop = _STOP.get(finish, "other")
-    if calls and stop != "max_tokens":
+    if calls and stop not in ("max_tokens", "refusal"):
         stop = "tool_use"  # some compatible servers say "stop" alongside tool calls
     text = text if isinstance(text, str) else str(text)
+    refusal = getattr(message, "refusal", None)
+    if isinstance(refusal, str) and refusal.strip():  # the model declined, in its own words
+        stop, text = "refusal", refusal
     return Turn(text=text, tool_calls=calls, stop_reason=stop,  # type: ignore[arg-type]
                 usage=_usage(getattr(response, "usage", None), model, text, calls, request),
                 model=getattr(response, "model", None) or model)

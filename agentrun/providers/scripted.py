@@ -54,7 +54,7 @@ _TURN_KEYS = {"text", "tool_calls", "usage", "latency_s", "fault", "repeat", "st
               "retry_after"}
 _CALL_KEYS = {"name", "arguments", "id", "arguments_error"}
 _USAGE_KEYS = {"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"}
-_STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "other"}
+_STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "refusal", "other"}
 _TOP_KEYS = {"default", "agents", "groups"}
 _SCRIPT_HINT = ("A script is a list of turns, or a mapping with `default`, `agents` and "
                 "`groups`; see agentrun/providers/scripted.py for the format.")

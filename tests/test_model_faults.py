@@ -1,0 +1,149 @@
+"""What a model says that is not an answer, through `agentrun run` and the real SDKs against the
+fake model server: refusals, replies cut off at the output limit, an end without a submitted
+result. None of them is ever `complete`; each is named in the group's result, the progress lines
+and the spec's Execution Summary. Each group is scripted to its own fault, and the server's
+record of each group's requests shows that the fault was served at the intended turn."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+from clirun import agentrun
+from fake_model_server import Error, FakeModelServer, RecordedRequest, Reply
+from gitutil import init_repo
+from runkit import STATE_MD, spec_text
+
+SPEC = "SPEC-29"
+GROUP_ID = re.compile(r"\bG\d+\b")
+USAGE = {"input_tokens": 100, "output_tokens": 20}
+KEY = "sk-test-fault-key"
+
+
+def write(path: str) -> Reply:
+    return Reply(tool_calls=[{"name": "write_file", "arguments": {
+        "path": path, "content": f"# {path}\n"}}], usage=USAGE)
+
+
+def submit(status: str = "complete") -> Reply:
+    return Reply(tool_calls=[{"name": "submit_result", "arguments": {
+        "status": status, "summary": "done", "criteria_met": ["every file exists"],
+        "deviations": []}}], usage=USAGE)
+
+
+def group_of(request: RecordedRequest) -> str:
+    messages = (request.body or {}).get("messages") or []
+    first = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    found = GROUP_ID.search(first)
+    return found.group(0) if found else "?"
+
+
+class PerGroup:
+    """Serves each group its own replies in order, and keeps each group's requests."""
+
+    def __init__(self, replies: dict[str, list[Reply | Error]]) -> None:
+        self.replies = {g: list(r) for g, r in replies.items()}
+        self.seen: dict[str, list[RecordedRequest]] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, request: RecordedRequest) -> Reply | Error:
+        group = group_of(request)
+        with self.lock:
+            self.seen.setdefault(group, []).append(request)
+            left = self.replies.get(group) or []
+            return left.pop(0) if left else Error(400, f"nothing scripted for {group}")
+
+    def said(self, group: str, n: int) -> str:
+        """The text of request `n` of `group`'s (what the model was sent)."""
+        return str((self.seen[group][n].body or {}).get("messages"))
+
+
+def project(root: Path, groups: list[str]) -> Path:
+    return init_repo(root, {
+        "README.md": "# fixture\n",
+        ".gitignore": ".specflow/runs/\n",
+        ".specflow/PROJECT.md": "# Project\n",
+        ".specflow/STATE.md": STATE_MD.format(spec=SPEC),
+        f".specflow/specs/{SPEC}.md": spec_text(SPEC, [(g, [], f"src/{g}.py") for g in groups]),
+    })
+
+
+def run(root: Path, server: FakeModelServer, provider: str, *extra: str):
+    env = ({"ANTHROPIC_BASE_URL": server.anthropic_base_url, "ANTHROPIC_API_KEY": KEY}
+           if provider == "anthropic" else
+           {"OPENAI_BASE_URL": server.openai_base_url, "OPENAI_API_KEY": KEY})
+    model = "claude-sonnet-4-6" if provider == "anthropic" else "gpt-4o"
+    return agentrun("run", SPEC, "--provider", provider, "--model", model, "--yes", "--json",
+                    "--no-review", *extra, cwd=root, env=env)
+
+
+def test_anthropic_refusals_truncations_and_a_missing_result_are_never_complete(tmp_path):
+    model = PerGroup({
+        "G1": [Reply(text="I can't help with that request.", stop_reason="refusal")],
+        "G2": [write("src/G2.py"), Reply(stop_reason="refusal", usage=USAGE)],
+        "G3": [Reply(text="The plan, part", stop_reason="max_tokens", usage=USAGE)] * 3,
+        "G4": [Reply(tool_calls=[{"name": "write_file", "arguments": {"path": "big.py"}}],
+                     stop_reason="max_tokens", usage=USAGE), write("src/G4.py"), submit()],
+        "G5": [write("src/G5.py"), Reply(text="Done.", usage=USAGE),
+               Reply(text="Done, really.", usage=USAGE)],
+    })
+    root = project(tmp_path / "p", list(model.replies))
+    with FakeModelServer(responder=model) as server:
+        proc = run(root, server, "anthropic")
+    assert proc.returncode == 1, proc.stderr
+    doc = proc.json
+    groups = doc["groups"]
+    ended = {g: (v["status"], v["stop_reason"]) for g, v in groups.items()}
+    assert ended == {"G1": ("failed", "refusal"), "G2": ("partial", "refusal"),
+                     "G3": ("failed", "truncated"), "G4": ("complete", "completed"),
+                     "G5": ("partial", "no_result")}
+    assert doc["status"] != "complete"
+    # G1: refused at its first request, and not asked again by a retry
+    assert len(model.seen["G1"]) == 1
+    assert groups["G1"]["error"] == "the model refused the task: I can't help with that request."
+    # G2: refused (no words) at its second request; its first file is kept as partial work
+    assert len(model.seen["G2"]) == 2
+    assert groups["G2"]["error"] == "the model refused the task: (it gave no reason)"
+    assert groups["G2"]["files_created"] == ["src/G2.py"]
+    # G3: cut off three times in a row, continued twice, then stopped
+    assert len(model.seen["G3"]) == 3
+    assert "Continue where you stopped" in model.said("G3", 2)
+    assert "cut off at the output limit 3 times in a row (the last one mid text)" in \
+        groups["G3"]["error"]
+    # G4: its cut-off call was not run; asked for smaller calls, it went on and completed
+    assert len(model.seen["G4"]) == 3 and not (root / "big.py").exists()
+    assert "no call of that reply was run" in model.said("G4", 1)
+    assert groups["G4"]["files_created"] == ["src/G4.py"]
+    # G5: ended its turn, was asked once for its result, ended again: kept, not complete
+    assert len(model.seen["G5"]) == 3 and "without calling submit_result" in model.said("G5", 2)
+    assert "without submitting its result" in groups["G5"]["error"]
+    # named in the progress lines and in the spec's Execution Summary
+    for words in ("the model refused the task", "cut off at the output limit",
+                  "without submitting its result"):
+        assert words in proc.stderr
+    summary = (root / f".specflow/specs/{SPEC}.md").read_text()
+    assert "the model refused the task" in summary and "cut off at the output limit" in summary
+
+
+def test_openai_refusals_and_a_call_cut_off_at_the_output_limit(tmp_path):
+    cut = Reply(tool_calls=[{"name": "write_file",
+                             "arguments_json": '{"path": "src/G3.py", "content": "# G'}],
+                stop_reason="max_tokens", usage=USAGE)
+    model = PerGroup({
+        "G1": [Reply(refusal="I'm sorry, I can't assist with that.", usage=USAGE)],
+        "G2": [Reply(stop_reason="refusal", usage=USAGE)],  # finish_reason: content_filter
+        "G3": [cut] * 3,
+    })
+    root = project(tmp_path / "p", list(model.replies))
+    with FakeModelServer(responder=model) as server:
+        proc = run(root, server, "openai", "--retries", "1")
+    assert proc.returncode == 1, proc.stderr
+    groups = proc.json["groups"]
+    assert {g: (v["status"], v["stop_reason"]) for g, v in groups.items()} == {
+        "G1": ("failed", "refusal"), "G2": ("failed", "refusal"), "G3": ("failed", "truncated")}
+    assert [len(model.seen[g]) for g in ("G1", "G2", "G3")] == [1, 1, 3]
+    assert groups["G1"]["error"] == \
+        "the model refused the task: I'm sorry, I can't assist with that."
+    assert "mid tool call `write_file`" in groups["G3"]["error"]
+    assert not (root / "src/G3.py").exists()
