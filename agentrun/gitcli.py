@@ -76,6 +76,12 @@ def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def git_argv(*args: str) -> list[str]:
+    """The command line of `git ARGS` with every call's fixed settings (for a caller that
+    streams git's output instead of capturing it: run it with `git_env()`)."""
+    return ["git", "-c", "core.quotepath=off", *SAFE_CONFIG, *NO_AUTO_MAINTENANCE, *args]
+
+
 def run_git(*args: str, cwd: Path, env: dict[str, str] | None = None,
             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run git and return the completed process whatever its exit code.
@@ -83,7 +89,7 @@ def run_git(*args: str, cwd: Path, env: dict[str, str] | None = None,
     Output is decoded as UTF-8 with surrogateescape so that odd bytes in file names survive a
     round trip instead of raising.
     """
-    argv = ["git", "-c", "core.quotepath=off", *SAFE_CONFIG, *NO_AUTO_MAINTENANCE, *args]
+    argv = git_argv(*args)
     try:
         return subprocess.run(
             argv, cwd=cwd, env=git_env(env), input=stdin, capture_output=True, text=True,

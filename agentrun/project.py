@@ -1,4 +1,12 @@
-"""The project a command works on: its root, `.specflow/` layout, config and active spec."""
+"""The project a command works on: its root, `.specflow/` layout, config and active spec.
+
+The root is the git top-level of the checkout the command runs in, never a folder found by
+walking up from a spec (a `.specflow/` nested anywhere below the root is data, not a project).
+A run fixes its settings when it starts: the config it read and the commit it started from
+(agents and prompt templates come from that commit) are recorded in its execution state, and
+`run --resume`, `review`, `fix` and later CI waves use them again (`Project.pinned`), so nothing
+written into the working tree after the start (a worker's merged change included) changes them.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +14,20 @@ import os
 import re
 import shutil
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from agentrun.config import ProjectConfig, read_config, user_config_path
+from agentrun.config import (
+    CONFIG_FILE,
+    ProjectConfig,
+    parse_config,
+    read_config,
+    user_config_path,
+)
 from agentrun.errors import BadInput
 from agentrun.gitcli import git, run_git, split_z
 from agentrun.gitlock import git_common_dir
@@ -28,8 +44,10 @@ _ACTIVE = re.compile(r"\*{0,2}Active\s+Spec(?:ification)?:?\*{0,2}:?\s*(?P<value
 class Project:
     root: Path
     config: ProjectConfig = field(default_factory=ProjectConfig)
-    _pinned: tuple[str, Path] | tuple[None, None] | None = field(default=None, repr=False,
-                                                                compare=False)
+    # the commit a run started from: its agents and prompts apply (None: HEAD when first asked)
+    start_commit: str | None = None
+    _pinned: tuple[str, Path | None] | tuple[None, None] | None = field(
+        default=None, repr=False, compare=False)
     _pin_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -56,18 +74,42 @@ class Project:
     def execution_dir(self) -> Path:
         return self.specflow / "execution"
 
-    def pinned_overrides(self) -> tuple[str, Path] | tuple[None, None]:
-        """The commit, and a directory holding its `.specflow/agents` and `.specflow/prompts`,
-        fixed the first time a run asks (at its start, HEAD is the user's commit).
+    def pinned_overrides(self) -> tuple[str, Path | None] | tuple[None, None]:
+        """The commit, and a directory holding its `.specflow/agents` and `.specflow/prompts`:
+        the run's start commit, else HEAD the first time a command asks (at a run's start, HEAD
+        is the user's commit).
 
-        Workers read agent and prompt overrides from there, never from a working tree: files a
-        worker writes (and that may be merged) must not change what later workers are told.
-        Outside a git repository (no run happens there) only the packaged files apply.
+        Workers, the reviewer and the fix worker read agent and prompt overrides from there,
+        never from a working tree: files a worker writes (and that may be merged) must not
+        change what later agents are told. Outside a git repository (no run happens there)
+        only the packaged files apply.
         """
         with self._pin_lock:
             if self._pinned is None:
-                self._pinned = snapshot_overrides(self.root, "HEAD")
+                self._pinned = snapshot_overrides(self.root, self.start_commit or "HEAD")
             return self._pinned
+
+    @property
+    def overrides_root(self) -> Path | None:
+        """Where agent definitions and prompt templates are looked up (`project_root` of
+        `load_agent` and `render`): the pinned commit's copy; None means the packaged only."""
+        return self.pinned_overrides()[1]
+
+    def start_at(self, commit: str) -> None:
+        """Fix the run's start commit (after agentrun committed its own files)."""
+        with self._pin_lock:
+            self.start_commit = commit
+            if self._pinned is not None and self._pinned[0] != commit:
+                self._pinned = None
+
+    def pinned(self, start_commit: str, recorded: Mapping[str, Any] | None) -> Project:
+        """This project as the run that started at `start_commit` sees it: the config it
+        recorded (older records: that commit's `.specflow/config.yaml`), and the agents and
+        prompts of that commit. The working tree's files play no part."""
+        config = (parse_config(recorded, f"the settings recorded for the run from "
+                                         f"{start_commit[:12]}")
+                  if recorded is not None else config_at(self.root, start_commit))
+        return Project(self.root, config, start_commit=start_commit)
 
     def project_text(self) -> str:
         return self.project_md.read_text(encoding="utf-8") if self.project_md.is_file() else ""
@@ -114,30 +156,62 @@ def active_spec_name(state_text: str) -> str | None:
     return None
 
 
+def git_top_level(start: Path) -> Path | None:
+    """The top-level folder of the git checkout `start` is in, or None outside git."""
+    probe = start if start.is_dir() else start.parent
+    if not probe.is_dir():
+        return None
+    proc = run_git("rev-parse", "--show-toplevel", cwd=probe)
+    top = proc.stdout.strip() if proc.returncode == 0 else ""
+    return Path(top).resolve() if top else None
+
+
 def find_project(start: Path | None = None) -> Project:
-    """The nearest directory at or above `start` holding `.specflow/` (or `start` itself)."""
+    """The project of the checkout `start` (default: the working directory) is in: its git
+    top-level, with the config found there. Outside git (where no run can happen) the nearest
+    folder at or above `start` holding `.specflow/`, else `start` itself."""
     start = Path(start or Path.cwd()).resolve()
     if start.is_file():
         start = start.parent
-    for cand in (start, *start.parents):
-        if (cand / SPECFLOW).is_dir():
-            return Project(cand, read_config(cand / SPECFLOW / "config.yaml"))
-    return Project(start)
+    root = git_top_level(start)
+    if root is None:
+        root = next((c for c in (start, *start.parents) if (c / SPECFLOW).is_dir()), start)
+    return Project(root, read_config(root / CONFIG_FILE))
 
 
 def project_for_spec(spec_arg: str | None, cwd: Path | None = None) -> tuple[Project, Path]:
-    """Resolve the command's project and spec path from an optional SPEC argument."""
+    """Resolve the command's project and spec path from an optional SPEC argument.
+
+    The project is the checkout the command runs in; a spec path into another checkout makes
+    that checkout's top-level the project. Never the folder above a `.specflow/` found next to
+    the spec: a nested one is a file in the project like any other.
+    """
     project = find_project(Path(cwd or Path.cwd()))
     if spec_arg is None:
         return project, project.active_spec()
     path = project.resolve_spec(spec_arg)
-    if path.exists():  # the spec's own project wins (a spec path into another checkout)
+    if path.exists():
         # a symlinked spec belongs where the link is, not where its target is
-        owner = find_project(path.absolute().parent if path.is_symlink()
-                             else path.resolve().parent)
-        if owner.root != project.root:
-            project = owner
+        where = Path(os.path.realpath(path.absolute().parent))
+        if not where.is_relative_to(project.root):
+            other = git_top_level(where)
+            if other is not None:
+                project = find_project(other)
     return project, path
+
+
+def config_at(root: Path, commit: str) -> ProjectConfig:
+    """`.specflow/config.yaml` as committed in `commit` (the defaults where it has none)."""
+    source = f"{commit[:12]}:{CONFIG_FILE}"
+    blob = run_git("cat-file", "blob", f"{commit}:{CONFIG_FILE}", cwd=root)
+    if blob.returncode != 0:  # no such file in that commit
+        return ProjectConfig()
+    try:
+        data = safe_load(blob.stdout)
+    except yaml.YAMLError as exc:
+        raise BadInput(f"invalid config {source}: {exc}",
+                       hint="fix the YAML syntax in a new commit and start a new run") from None
+    return parse_config(data, source)
 
 
 def user_settings_names() -> list[str]:
@@ -177,8 +251,9 @@ def user_settings() -> dict[str, str]:
 
 
 
-def snapshot_overrides(root: Path, rev: str) -> tuple[str, Path] | tuple[None, None]:
-    """Copy the committed override files of `rev` out of git into a directory of their own.
+def snapshot_overrides(root: Path, rev: str) -> tuple[str, Path | None] | tuple[None, None]:
+    """Copy the committed override files of `rev` out of git into a directory of their own
+    (None when the commit has none: the packaged files apply).
 
     It lives in the repository's git dir, under the commit's name: outside every working tree
     (no merge writes there) and the same for every run from that commit.
@@ -187,22 +262,24 @@ def snapshot_overrides(root: Path, rev: str) -> tuple[str, Path] | tuple[None, N
     if found.returncode != 0:
         return None, None
     commit = found.stdout.strip()
+    folders = [f"{SPECFLOW}/{kind}" for kind in OVERRIDE_KINDS]
+    listed = git("ls-tree", "-z", "--name-only", commit, "--", *(f"{f}/" for f in folders),
+                 cwd=root)
+    names = [n for n in split_z(listed)
+             if Path(n).suffix == ".md" and str(Path(n).parent) in folders]
+    if not names:
+        return commit, None
     dest = git_common_dir(root) / "agentrun" / "overrides" / commit
     if dest.is_dir():
         return commit, dest
     tmp = dest.with_name(f".{commit}.{os.getpid()}.{threading.get_ident()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    for kind in OVERRIDE_KINDS:
-        folder = f"{SPECFLOW}/{kind}"
+    for folder in folders:
         (tmp / folder).mkdir(parents=True, exist_ok=True)
-        listed = git("ls-tree", "-z", "--name-only", commit, "--", f"{folder}/", cwd=root)
-        for name in split_z(listed):
-            rel = Path(name)
-            if rel.suffix != ".md" or rel.parent != Path(folder):
-                continue
-            blob = run_git("cat-file", "blob", f"{commit}:./{name}", cwd=root)
-            if blob.returncode == 0:  # a submodule or a tree named *.md is no template
-                (tmp / folder / rel.name).write_text(blob.stdout, encoding="utf-8")
+    for name in names:
+        blob = run_git("cat-file", "blob", f"{commit}:./{name}", cwd=root)
+        if blob.returncode == 0:  # a submodule or a tree named *.md is no template
+            (tmp / name).write_text(blob.stdout, encoding="utf-8")
     try:
         tmp.rename(dest)
     except OSError:  # another process pinned the same commit first: theirs is identical

@@ -212,6 +212,7 @@ def test_an_agent_definition_may_name_the_executor(tmp_path):
         chosen = run(root, server, None, executor=None)
         flag = run(root, server, None, "--dry-run", executor="builtin")
         override.write_text(packaged.replace("---\n", "---\nexecutor: codez\n", 1))
+        run_git(root, "commit", "-qam", "a typo")  # definitions are read from the commit
         wrong = run(root, server, None, "--dry-run", executor="builtin")
     assert chosen.returncode == 3, chosen.stderr  # the definition asked for the missing CLI
     assert "npm install -g @anthropic-ai/claude-code" in chosen.json["error"]["hint"]

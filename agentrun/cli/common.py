@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 SPEC_ARG = typer.Argument(None, metavar="[SPEC]", show_default=False,
                           help="Spec file or id (default: the active spec in .specflow/STATE.md).")
-__all__ = ["JSON_OPT", "SPEC_ARG", "Mode", "load", "output", "relpath"]
+__all__ = ["JSON_OPT", "SPEC_ARG", "Mode", "load", "output", "pin_to_last_run", "relpath"]
 Mode = Literal["single", "orchestrated"]  # `--mode`: help lists the values, typer checks them
 
 JSON_OPT = typer.Option(False, "--json", help="Print one JSON document on stdout.")
@@ -41,6 +41,25 @@ def load(spec_arg: str | None, *, names_paths: bool = True) -> tuple[Project, Sp
         suggest_spec(project.specs_dir, spec_arg)
     spec = load_spec(path)
     return project, require_safe_id(spec) if names_paths else spec
+
+
+def pin_to_last_run(project: Project, spec: Spec, out: Output, command: str) -> Project:
+    """The project as the spec's last run fixed it when it started (its config, agents and
+    prompts; see project.py), for a command that continues that run. Unchanged when the spec
+    has no run yet (the command then says so itself)."""
+    from agentrun.config import CONFIG_FILE
+    from agentrun.report.execution_state import load_state, state_path
+
+    state = load_state(state_path(project.execution_dir, spec.id))
+    if state is None:
+        return project
+    start = state.start_commit or state.base_commit
+    pinned = project.pinned(start, state.config)
+    if pinned.config.model_dump() != project.config.model_dump():
+        out.warn(f"{CONFIG_FILE} differs from the settings run {state.run_id} started with "
+                 f"(at {start[:12]}); {command} keeps the run's settings — start a new run to "
+                 "use the changed file")
+    return pinned
 
 
 def suggest_spec(specs_dir: Path, given: str) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from agentrun.cli.common import JSON_OPT, output, relpath
+from agentrun.cli.common import JSON_OPT, output, pin_to_last_run, relpath
 from agentrun.cli.review_cmd import REVIEW_SPEC_ARG
 from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 
@@ -79,6 +79,7 @@ def fix(
     if state is None:
         raise BadInput(f"{loaded.id}: no run to fix", hint=f"run it first: `agentrun run "
                                                            f"{loaded.id}`")
+    project = pin_to_last_run(project, loaded, out, "the fix")
     plan = build_plan(loaded, mode=state.mode if state.mode in ("single", "orchestrated")
                       else None)
     opts = {"provider": provider, "model": model, "script": script, "max_steps": max_steps,

@@ -42,13 +42,16 @@ def review(
     reviewer that submits no review is not an approval (exit 1, nothing written). No run to
     review exits 2; no configured model 3.
     """
+    from agentrun.cli.common import pin_to_last_run
     from agentrun.project import project_for_spec
     from agentrun.review.reviewer import ReviewOptions, review_spec
     from agentrun.review.verdict import ReviewResult
     from agentrun.sandbox.choice import resolve
+    from agentrun.spec import load_spec
 
     out = output(json_out)
     project, path = project_for_spec(spec)
+    project = pin_to_last_run(project, load_spec(path), out, "the review")
     settings, choice = resolve(sandbox, False, project.config.sandbox)
     limits = {k: v for k, v in {"max_steps": max_steps, "token_budget": token_budget}.items()
               if v is not None}
@@ -86,7 +89,8 @@ def model_access(project, provider: str | None, model: str | None, script: Path 
 
         return resolve_provider_config(flag_provider=provider, flag_model=model,
                                        config=project.config,
-                                       agent_model=load_agent(REVIEWER, project.root).model,
+                                       agent_model=load_agent(REVIEWER,
+                                                              project.overrides_root).model,
                                        script=script)
 
     made: list = []

@@ -143,7 +143,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     opts = {**RUN_DEFAULTS, **given}
     from agentrun.agent.definitions import EXECUTORS
     from agentrun.cli.ci_report import event_stream, publish_reports
-    from agentrun.cli.common import load
+    from agentrun.cli.common import load, pin_to_last_run
     from agentrun.cli.live import progress_for
     from agentrun.cli.render import plan_summary
     from agentrun.cli.run_estimate import run_estimate
@@ -175,6 +175,8 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     project, spec = load(spec_arg)
     for note in project.config.deprecations:
         out.warn(note)
+    if opts["resume"]:
+        project = pin_to_last_run(project, spec, out, "--resume")
     plan = build_plan(spec, mode=opts["mode"])
     if not opts["force"]:
         refuse_critical(spec)

@@ -145,11 +145,12 @@ def worker_settings(config: ProjectConfig, cfg, opts: dict[str, Any]):
 
 
 def worker_agent(project, plan):
-    """The agent definition the run's workers use."""
+    """The agent definition the run's workers use (the packaged one, or the override in the
+    commit the run starts from: never the working tree's)."""
     from agentrun.agent.definitions import load_agent
 
     return load_agent("spec-executor" if plan.mode == "single" else "spec-executor-worker",
-                      project.root)
+                      project.overrides_root)
 
 
 def provider_config(project, plan, opts):

@@ -112,6 +112,10 @@ class RunState(BaseModel):
     review_skipped: str | None = None  # why the run was not reviewed (`--no-review`, ...)
     # what this run and every run it resumes spent, as the spending cap counts it
     spent_usd: float | None = None
+    # the settings fixed when the run (or the run it resumes) started: the commit whose agents
+    # and prompts apply, and `.specflow/config.yaml` as read then (`Project.pinned`)
+    start_commit: str | None = None
+    config: dict[str, Any] | None = None
 
     @property
     def usage(self) -> Usage:

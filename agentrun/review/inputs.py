@@ -103,4 +103,4 @@ def review_task(spec: Spec, project: Project, given: ReviewInput) -> str:
         "integration_output": output, "diff": given.diff, "diff_stat": given.diff_stat,
         "diff_cut": given.diff_cut, "diff_limit": f"{DIFF_LIMIT:,}",
         "fence": _fence(given.diff, output),
-    }, project.root)
+    }, project.overrides_root)

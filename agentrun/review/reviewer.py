@@ -81,10 +81,11 @@ class SpecReview:
                 "usage": self.usage.to_dict()}
 
 
-def reviewer_agent(project_root: Path | None) -> AgentDefinition:
-    """The reviewer's definition with its tools cut down to read-only ones, whatever a project
-    override lists: a review never changes the checkout."""
-    agent = load_agent(REVIEWER, project_root)
+def reviewer_agent(overrides_root: Path | None) -> AgentDefinition:
+    """The reviewer's definition (packaged, or the override committed in the run's start
+    commit: `Project.overrides_root`, never the working tree) with its tools cut down to
+    read-only ones, whatever an override lists: a review never changes the checkout."""
+    agent = load_agent(REVIEWER, overrides_root)
     tools = [t for t in agent.tools if t in READ_ONLY_TOOLS] or list(READ_ONLY_TOOLS)
     return dataclasses.replace(agent, tools=tools)
 
@@ -103,14 +104,15 @@ def review_spec(path: Path | str, project: Project, access: ModelAccess,
                             "review again")
     result = SpecReview(spec.id, spec.path, given.state.run_id,
                         ReviewResult.CHANGES_REQUESTED, criteria)
-    agent = reviewer_agent(project.root)
+    agent = reviewer_agent(project.overrides_root)
     jail, _ = make_sandbox(options.sandbox, project.root, writable=False)
     limits = limits_for(spec.complexity, agent, {
         "retry_on_failure": False, "max_steps": DEFAULT_MAX_STEPS,
         "token_budget": DEFAULT_TOKEN_BUDGET, **options.limits})
     task = AgentTask(agent=agent, task=review_task(spec, project, given),
                      worktree=project.root, limits=limits, group=spec.id,
-                     project_root=project.root, output=review_model(len(criteria)))
+                     project_root=project.overrides_root,
+                     output=review_model(len(criteria)))
     outcome = run_agent(task, access.provider(), cancel=options.cancel, sandbox=jail)
     result.usage, result.steps = outcome.usage, outcome.steps
     if outcome.stop_reason == StopReason.INTERRUPTED:

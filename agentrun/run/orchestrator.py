@@ -161,6 +161,8 @@ class Orchestrator:
 
     def begin(self, state: RunState) -> None:
         self._state = state
+        # agents and prompts: the run's start commit's, whatever the working tree holds now
+        self.project.start_at(state.start_commit or state.base_commit)
         self.record.state = state
         self.verifier = Verifier(self.root, state, self.record, self.cancel)
         self.lander = Lander(self.root, self.spec.id, state, self.record, self.cancel)
@@ -211,6 +213,14 @@ class Orchestrator:
             self.backend = AdoptingBackend(self.backend, self.adopter)
             # the cap covers what every run of the resumed chain spent too
             self.spending.carry(spent_so_far(old))
+            # the resumed run's settings stay those fixed when it started
+            state.start_commit = old.start_commit or old.base_commit
+            state.config = old.config
+        if state.start_commit is None:
+            state.start_commit = state.base_commit
+        if state.config is None:
+            state.config = self.project.config.model_dump(mode="json")
+        self.record.write_settings(state.start_commit, state.config)
         state.spent_usd = round(self.spending.spent, 6)
         return state
 

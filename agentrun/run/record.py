@@ -121,6 +121,13 @@ class Recorder:
         update_state_file(self.project.state_md, StateUpdate(
             spec_id=self.spec.id, run_id=self.run_id, mode=self.mode, **values))
 
+    def write_settings(self, start_commit: str, config: dict[str, Any]) -> None:
+        """Record the settings the run fixed at its start, for people: the execution state
+        holds the copy `--resume`, `review` and `fix` use."""
+        atomic_write_json(self.run_dir / "settings.json",
+                          {"run_id": self.run_id, "start_commit": start_commit,
+                           "config": config})
+
     def write_result(self) -> None:
         assert self.state is not None
         atomic_write_json(self.run_dir / "result.json", self.state.to_dict())

@@ -37,7 +37,7 @@ def preflight(root: Path, spec: Spec, *, allow_dirty: bool) -> list[str]:
         raise CannotStart("HEAD is detached; a run merges into a branch",
                           hint="check out the branch to merge into, e.g. `git switch main`")
     workspace.head_commit(root)  # CannotStart when there is no commit yet
-    project = find_project(spec.path)
+    project = find_project(root)  # the checkout's, never one found next to the spec
     for path in (spec.path, project.state_md):
         check_link_inside(path, root)  # BadInput: a target outside the repository
     for path, what in ((project.state_md, "the project's state"),
