@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from gitutil import run_git
-from runkit import make_project, spec_text, submit, writes
+from runkit import command, make_project, spec_text, submit, writes
 from test_review_cli import met, review_turn
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +65,11 @@ DOWNLOAD = r"""
         set -eu
         mkdir -p "$DEST"
         for dir in "$ACT_TEST_ARTIFACTS"/${NAME:-$PATTERN}; do
-          if [ -d "$dir" ]; then cp -r "$dir"/. "$DEST"/; fi
+          if [ ! -d "$dir" ]; then continue; fi
+          # by pattern, each artifact in a folder of its name unless merge-multiple
+          into="$DEST"
+          if [ -z "$NAME" ] && [ "$MERGE" != "true" ]; then into="$DEST/$(basename "$dir")"; fi
+          mkdir -p "$into" && cp -r "$dir"/. "$into"/
         done
 """
 SETUP_PYTHON = r"""
@@ -86,7 +90,8 @@ ACTIONS = {  # action: (inputs, environment of the step, script)
     "upload-artifact": ({"name": "artifact", "path": "", "if-no-files-found": "warn"},
                         {"NAME": "name", "SRC": "path"}, UPLOAD),
     "download-artifact": ({"name": "", "pattern": "", "path": ".", "merge-multiple": "false"},
-                          {"NAME": "name", "PATTERN": "pattern", "DEST": "path"}, DOWNLOAD),
+                          {"NAME": "name", "PATTERN": "pattern", "DEST": "path",
+                           "MERGE": "merge-multiple"}, DOWNLOAD),
     "setup-python": ({"python-version": ""}, {}, SETUP_PYTHON),
 }
 
@@ -125,9 +130,10 @@ def engine(tmp_path_factory):
     return {"wheel": wheel, "flags": flags}
 
 
-def make_origin(tmp_path: Path, spec_id: str, groups, script: dict) -> Path:
+def make_origin(tmp_path: Path, spec_id: str, groups, script: dict,
+                config: str = CONFIG) -> Path:
     seed = make_project(tmp_path / "seed", spec_id, spec_text(spec_id, groups), script,
-                        files={".specflow/config.yaml": CONFIG})
+                        files={".specflow/config.yaml": config})
     origin = tmp_path / "origin.git"
     run_git(tmp_path, "clone", "-q", "--bare", str(seed), str(origin))
     return origin
@@ -228,12 +234,13 @@ def test_two_waves_complete_on_main_beside_another_dispatch(engine, tmp_path):
     assert state["review"]["result"] == "APPROVED"
     log = run_git(origin, "log", "--format=%s", f"{before}..main")
     assert "wave 1 aggregated" in log and "execution summary" in log
-    # the batches were pushed under the workflow run's id, and deleted once merged
-    assert "agentrun/101/SPEC-1/G1" in proc.stdout
-    assert heads(origin) == {"main", "agentrun/100/SPEC-1/G1"}
+    # the jobs handed their work on as bundles: only publish wrote to the origin, once, and
     # another dispatch of the same spec, still running, keeps its branch and its work
+    assert ran["publish"] == "succeeded"
+    assert heads(origin) == {"main", "agentrun/100/SPEC-1/G1"}
     assert run_git(origin, "rev-parse", "agentrun/100/SPEC-1/G1") == other
     assert "other.txt" not in run_git(origin, "ls-tree", "-r", "--name-only", "main")
+    assert (artifacts / "agentrun-aggregate-2" / "agentrun.bundle").is_file()
     # wave 1 ran on the commit the plan job planned
     result = json.loads((artifacts / "agentrun-wave1-G1" / "G1.json").read_text())
     assert result["base_commit"] == before
@@ -241,12 +248,55 @@ def test_two_waves_complete_on_main_beside_another_dispatch(engine, tmp_path):
     assert junit.is_file() and "G3" in junit.read_text()
 
 
+def file_command_attack(loot: Path) -> str:
+    """A worker's command that finds the runner's GITHUB_ENV and GITHUB_PATH files in the
+    environment of the process that started it (agentrun; only its own ancestors: other jobs
+    on this machine are not its business) and appends to them: BASH_ENV, which every later
+    bash step of the job sources, and a folder with a `git` of its own first on PATH. Both
+    log the job they ran in and whether it held a token."""
+    loot.mkdir()
+    record = 'echo "{} job=$GITHUB_JOB token=${{TOKEN:-none}}" >> ' + f"{loot}/ran.txt\n"
+    (loot / "evil.sh").write_text(record.format("bash"), encoding="utf-8")
+    (loot / "bin").mkdir()
+    (loot / "bin" / "git").write_text(
+        f"#!/bin/sh\n{record.format('git')}"
+        f"PATH=$(echo \"$PATH\" | sed 's#{loot}/bin:##g') exec git \"$@\"\n", encoding="utf-8")
+    (loot / "bin" / "git").chmod(0o755)
+    return (
+        "pid=$PPID; found=''; while [ -z \"$found\" ] && [ \"$pid\" -gt 1 ]; do"
+        " found=$(tr '\\0' '\\n' < /proc/$pid/environ | grep -E '^GITHUB_(ENV|PATH)=');"
+        " pid=$(sed 's/.*) //' /proc/$pid/stat | cut -d' ' -f2); done;"
+        " printf 'listed: %s\\n%s\\n' \"${GITHUB_ENV:-unset},${GITHUB_PATH:-unset}\" \"$found\""
+        " > probe.txt;"
+        " for line in $found; do case $line in"
+        f" GITHUB_ENV=*) echo 'BASH_ENV={loot}/evil.sh' >> \"${{line#GITHUB_ENV=}}\" ;;"
+        f" GITHUB_PATH=*) echo '{loot}/bin' >> \"${{line#GITHUB_PATH=}}\" ;; esac; done")
+
+
 def test_a_failed_group_blocks_its_dependents_and_ends_partial(engine, tmp_path):
+    """Unsandboxed (the project turns the sandbox off), G2's command writes the runner's
+    GITHUB_ENV and GITHUB_PATH: the rest of its own job runs that code (it could), with no
+    token that can write; the job that pushes never does."""
+    loot = tmp_path / "loot"
     script = {"groups": {gid: writes(path, f"{gid}\n") for gid, _, path in THREE}}
     script["groups"]["G1"] = [submit("failed", "could not", error="compile error in one.txt")]
-    origin = make_origin(tmp_path, "SPEC-2", THREE, script)
+    script["groups"]["G2"] = [command(file_command_attack(loot)), *writes("two.txt", "G2\n")]
+    origin = make_origin(tmp_path, "SPEC-2", THREE, script,
+                         config=CONFIG + "sandbox:\n  mode: \"off\"\n"
+                                         "command_env: [GITHUB_ENV, GITHUB_PATH]\n")
     proc, artifacts = dispatch(engine, tmp_path, origin, "SPEC-2", "201")
     ran = jobs(proc)
+    # the attack ran: the command found both files, and the later steps of its job ran its
+    # code (the bundle step's bash and git) ...
+    probe = show(origin, "probe.txt")
+    assert "GITHUB_ENV=" in probe and "GITHUB_PATH=" in probe, probe
+    # (not from its own environment: `command_env` never passes the runner's variables)
+    assert probe.startswith("listed: unset,unset\n"), probe
+    runs = (loot / "ran.txt").read_text(encoding="utf-8").splitlines()
+    assert "bash job=wave-1 token=none" in runs and "git job=wave-1 token=none" in runs, runs
+    # ... and only there: publish, the one job whose token can write, ran none of it
+    assert ran["publish"] == "succeeded"
+    assert {line.split(" job=")[1] for line in runs} == {"wave-1 token=none"}, runs
     # `run`'s exit codes: 1 from the aggregate of each wave with a failed or blocked group
     assert proc.returncode != 0
     assert ran["aggregate-1"] == ran["aggregate-2"] == "failed"

@@ -14,6 +14,8 @@ from gitutil import IDENTITY, run_git
 from runkit import make_project, scripted, spec_text, submit, writes
 from test_review_cli import met, review_turn
 
+from agentrun.sandbox.choice import choose
+
 FIVE = [("G1", [], "src/a.py"), ("G2", [], "src/b.py"), ("G3", ["G1", "G2"], "src/c.py"),
         ("G4", ["G1"], "src/d.py"), ("G5", ["G3", "G4"], "src/e.py")]
 THREE = [("G1", [], "one.txt"), ("G2", [], "two.txt"), ("G3", ["G1"], "three.txt")]
@@ -64,14 +66,14 @@ def worker_job(origin: Path, tmp_path: Path, spec_id: str, entry: dict, results:
 
 
 def aggregate_job(origin: Path, dest: Path, spec_id: str, results, *extra: str,
-                  no_review: bool = True):
+                  no_review: bool = True, env: dict[str, str] | None = None):
     """The aggregate job: clone the target branch, fetch the workers' branches, aggregate,
     push. `--no-review` unless `extra` names the reviewer's model or `no_review` is off."""
     agg = clone(origin, dest)
     run_git(agg, "fetch", "-q", "origin", FETCH)
     review = ("--no-review",) if no_review and "--provider" not in extra else ()
     proc = agentrun("aggregate", spec_id, *map(str, results), "--json", *review, *extra,
-                    cwd=agg)
+                    cwd=agg, env=env)
     if proc.returncode in (0, 1):
         run_git(agg, "push", "-q", "origin", "HEAD:main")
     return agg, proc
@@ -148,20 +150,29 @@ def test_distributed_run_matches_a_local_run(tmp_path):
 
 
 def test_failed_group_blocks_its_dependents_across_jobs(tmp_path):
+    """Also: every job keeps the settings of the run's start commit (`--start-commit`), and
+    the aggregate reports its outcome as step outputs of checked values (`--github-output`)."""
     origin = bare_origin(tmp_path, "SPEC-31", THREE, three_script(fail_g1=True))
+    start = run_git(origin, "rev-parse", "main")
+    pinned = ("--start-commit", start)
+    outputs = tmp_path / "github-output"
+    outputs.touch()
     matrix = agentrun("plan", "SPEC-31", "--matrix",
                       cwd=clone(origin, tmp_path / "plan-job")).json
     results1 = tmp_path / "results-1"
     codes = {}
     for entry in matrix["waves"][0]["include"]:
-        proc, _ = worker_job(origin, tmp_path, "SPEC-31", entry, results1, "--max-retries", "0")
+        proc, _ = worker_job(origin, tmp_path, "SPEC-31", entry, results1, "--max-retries", "0",
+                             *pinned)
         codes[entry["batch"]] = proc.returncode
     assert codes == {"G1": 1, "G2": 0}
     agg, proc = aggregate_job(origin, tmp_path / "aggregate-1", "SPEC-31",
-                              sorted(results1.iterdir()), "--events", "-")
+                              sorted(results1.iterdir()), "--events", "-", *pinned,
+                              "--github-output", env={"GITHUB_OUTPUT": str(outputs)})
     assert proc.returncode == 1, proc.stderr  # a group failed; the run continues
     first = proc.json
     assert first["status"] == "running" and first["next_wave"] == "2"
+    assert outputs.read_text() == f"status=running\ncommit={run_git(agg, 'rev-parse', 'HEAD')}\n"
     assert first["groups"]["G1"]["status"] == "failed"
     assert "compile error" in first["groups"]["G1"]["error"]
     assert first["groups"]["G2"]["status"] == "complete"
@@ -170,22 +181,39 @@ def test_failed_group_blocks_its_dependents_across_jobs(tmp_path):
     assert kinds[0] == "run_start" and kinds[-1] == "wave_aggregated"
     assert {"worker_result", "merged", "wave_done"} <= set(kinds)
 
-    # wave 2: G3 depends on the failed G1 and says so without calling the model
+    # what a later wave's checkout would hold had a worker's config change been merged:
+    # the sandbox off, and failures aborting the run
+    later = clone(origin, tmp_path / "later-config")
+    (later / ".specflow/config.yaml").write_text(
+        "provider: scripted\nscript: .specflow/script.yaml\nsandbox:\n  mode: 'off'\n"
+        "on_failure: abort\n", encoding="utf-8")
+    run_git(later, "add", ".specflow/config.yaml")
+    run_git(later, "commit", "-q", "-m", "a worker's config")
+    run_git(later, "push", "-q", "origin", "HEAD:main")
+    # wave 2: G3 depends on the failed G1 and says so without calling the model, confined as
+    # the start commit says (the later config does apply without --start-commit)
     entry = matrix["waves"][1]["include"][0]
+    unpinned, _ = worker_job(origin, tmp_path / "unpinned", "SPEC-31", entry, tmp_path / "u",
+                             push=False)
+    assert unpinned.returncode == 1 and unpinned.json["sandbox"] == "off (sandbox mode off)"
     results2 = tmp_path / "results-2"
-    proc, out = worker_job(origin, tmp_path, "SPEC-31", entry, results2)
+    proc, out = worker_job(origin, tmp_path, "SPEC-31", entry, results2, *pinned)
     assert proc.returncode == 1
     blocked = json.loads(out.read_text())
     assert blocked["status"] == "blocked"
     assert blocked["error"] == "dependency G1 did not complete"
     assert blocked["steps"] == 0 and blocked["commits"] == []
+    assert blocked["sandbox"] == choose("auto").describe() != unpinned.json["sandbox"]
     junit = tmp_path / "junit.xml"
     # the last aggregate of a run that cannot complete needs no reviewer's model
     agg, proc = aggregate_job(origin, tmp_path / "aggregate-2", "SPEC-31", [out],
-                              "--junit", str(junit), no_review=False)
+                              "--junit", str(junit), *pinned, "--github-output",
+                              no_review=False, env={"GITHUB_OUTPUT": str(outputs)})
     assert proc.returncode == 1, proc.stderr
     final = proc.json
     assert final["status"] == "partial" and final["next_wave"] is None
+    assert outputs.read_text().splitlines()[2:] == \
+        ["status=partial", f"commit={run_git(agg, 'rev-parse', 'HEAD')}"]
     assert final["groups"]["G3"]["status"] == "blocked"
     cases = {c.get("name").split(":")[0]: c for c in ET.parse(junit).getroot().iter("testcase")}
     assert "compile error" in cases["G1"].find("failure").get("message")

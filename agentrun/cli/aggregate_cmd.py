@@ -26,6 +26,14 @@ def aggregate(
     mode: str | None = typer.Option(None, "--mode", help="As given to `plan --matrix`."),
     max_workers: int | None = typer.Option(None, "--max-workers", min=1,
                                            help="As given to `plan --matrix`."),
+    start: str | None = typer.Option(
+        None, "--start-commit", metavar="COMMIT",
+        help="The run's start commit (where its plan was made): its .specflow/config.yaml "
+             "applies, not the checkout's."),
+    github_output: bool = typer.Option(
+        False, "--github-output", help="Set the step's outputs `status` (the run's) and "
+                                       "`commit` (the one this aggregate made), in the file "
+                                       "GITHUB_OUTPUT names."),
     no_review: bool = typer.Option(
         False, "--no-review", help="After the last wave, do not review the merged result "
                                    "(review it later with `agentrun review SPEC`)."),
@@ -50,6 +58,10 @@ def aggregate(
     same execution state. Wave 1's results start a new run; a later wave needs the
     previous one aggregated. After the last wave (or when the failure rules abort) the run
     is finished; otherwise --json reports "status": "running" and "next_wave".
+    With --start-commit, the settings of every wave are those of .specflow/config.yaml in that
+    commit, whatever earlier waves merged since. With --github-output, a later job can act
+    on the outcome: `status` is one of running, complete, partial, failed, aborted or
+    interrupted, and `commit` the commit made (both unset when nothing was).
 
     After the last wave, when every group completed, the reviewer reviews the merged result
     as at the end of `agentrun run` (its model from --provider/--model, else the environment,
@@ -61,10 +73,12 @@ def aggregate(
     changes · 2 bad input: a result file missing or unreadable, a result for a group not
     in the plan, a completed result whose branch is not in the repository (never pushed or
     not fetched), a batch of the wave without a result (see --allow-missing), results of
-    several waves, or a wave whose previous wave is not aggregated · 3 could not start
+    several waves, a wave whose previous wave is not aggregated, a bad --start-commit, or
+    --github-output outside a GitHub Actions step · 3 could not start
     (detached HEAD, dirty tree, lock held, no model for the last wave's review) · 130
     interrupted.
     """
+    from agentrun import workspace
     from agentrun.cli.ci_report import event_stream, publish_reports
     from agentrun.cli.common import load
     from agentrun.cli.live import PlainProgress
@@ -72,7 +86,9 @@ def aggregate(
     from agentrun.cli.run_settings import review_settings
     from agentrun.plan import build_plan
     from agentrun.protocol import ProviderSettings
+    from agentrun.report.github import outputs_file, write_outputs
     from agentrun.run.ci import aggregate as run_aggregate
+    from agentrun.run.ci import project_at_start, start_commit
     from agentrun.run.options import RunOptions
     from agentrun.sandbox.choice import resolve as resolve_sandbox
 
@@ -82,7 +98,13 @@ def aggregate(
                        hint="use --on-failure continue or --on-failure abort")
     if mode not in (None, "single", "orchestrated"):
         raise BadInput(f"invalid --mode {mode!r}", hint="use single or orchestrated")
+    if github_output:
+        outputs_file()  # outside a step: bad input before anything changes
     project, parsed = load(spec)
+    root = workspace.repo_root(project.root)
+    head = workspace.head_commit(root)
+    if start is not None:  # the run's settings, not those of what earlier waves merged
+        project = project_at_start(root, start_commit(root, start, head, "HEAD"))
     plan = build_plan(parsed, mode=mode, max_workers=max_workers)  # type: ignore[arg-type]
     warnings = []
     if (parsed.status or "").lower() != "audited":
@@ -102,6 +124,9 @@ def aggregate(
         done = run_aggregate(project, parsed, plan, results, options, remote=remote,
                              allow_missing=allow_missing, on_event=on_event)
     state, code = done.state, done.exit_code
+    if github_output:
+        made = workspace.head_commit(root)
+        write_outputs({"status": str(state.status), **({"commit": made} if made != head else {})})
     if out.mode == "json":
         out.json({"ok": code == 0, **state.to_dict(), "wave": done.wave.label,
                   "next_wave": done.next_wave.label if done.next_wave else None,

@@ -28,6 +28,10 @@ def worker(
                                "matrix entry's `groups`."),
     base: str | None = typer.Option(None, "--base",
                                     help="CI form: commit to branch from (default HEAD)."),
+    start: str | None = typer.Option(
+        None, "--start-commit", metavar="COMMIT",
+        help="CI form: the run's start commit (where its plan was made); its "
+             ".specflow/config.yaml applies, not the checkout's."),
     out_path: Path | None = typer.Option(None, "--out", help="CI form: where to write the "
                                                              "result JSON."),
     mode: str | None = typer.Option(None, "--mode", help="CI form: as given to `plan`."),
@@ -58,18 +62,18 @@ def worker(
     Local form (started by `agentrun run`): --assignment FILE.
 
     CI form (one entry of `agentrun plan SPEC --matrix`): --spec SPEC --groups G2,G3
-    [--base REF] --out result.json. Runs the batch in this checkout on the branch
-    agentrun/<spec>/<batch>, created from --base (default HEAD), commits there and writes
-    the result (with its branch and base commit) to --out. agentrun does not push: the job
-    pushes the branch for `agentrun aggregate`, e.g.
-    `git push --force origin HEAD:refs/heads/agentrun/SPEC-1/G2`. Write --out outside the
-    checkout. Jobs of wave 2 and later run on the commit the previous wave's `agentrun
-    aggregate` pushed; a batch whose dependencies failed writes a `blocked` result without
-    calling the model.
+    [--base REF] [--start-commit SHA] --out result.json. Runs the batch in this checkout on
+    the branch agentrun/<spec>/<batch>, created from --base (default HEAD), commits there and
+    writes the result (with its branch and base commit) to --out. agentrun does not push: the
+    job hands the branch to `agentrun aggregate` (a push, or a `git bundle`). Write --out
+    outside the checkout. Jobs of wave 2 and later run on the commit the previous wave's
+    `agentrun aggregate` made; a batch whose dependencies failed writes a `blocked` result
+    without calling the model. With --start-commit, the settings are those of
+    .specflow/config.yaml in that commit, whatever earlier waves merged since.
 
     Exit codes: 0 complete · 1 failed, partial or blocked · 2 bad input (unknown groups, bad
-    --base) · 3 could not start (dirty checkout, previous wave not aggregated, branch
-    exists, no model, --sandbox on without bubblewrap) · 130 interrupted.
+    --base or --start-commit) · 3 could not start (dirty checkout, previous wave not
+    aggregated, branch exists, no model, --sandbox on without bubblewrap) · 130 interrupted.
     """
     import signal
     import threading
@@ -101,7 +105,8 @@ def worker(
             "worker_timeout": worker_timeout, "max_retries": retries,
             "validation_command": validation_command, "sandbox": sandbox,
             "allow_network": allow_network}
-    raise typer.Exit(_ci(spec, groups, base, out_path, opts, out, cancel))  # type: ignore[arg-type]
+    raise typer.Exit(_ci(spec, groups, base, start, out_path, opts, out,  # type: ignore[arg-type]
+                         cancel))
 
 
 
@@ -119,8 +124,8 @@ def _local(assignment: Path, out, cancel, sandbox: str | None, allow_network: bo
     return _code(result.status, result.stop_reason)
 
 
-def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: dict[str, Any],
-        out, cancel) -> int:
+def _ci(spec_arg: str, groups: str, base_arg: str | None, start_arg: str | None,
+        out_path: Path, opts: dict[str, Any], out, cancel) -> int:
     from agentrun import workspace
     from agentrun.cli.common import load
     from agentrun.fsutil import atomic_write_json, check_file_or_absent
@@ -131,13 +136,23 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: 
         describe_batches,
         find_batch,
         previous_waves_problem,
+        project_at_start,
         read_state_at,
+        start_commit,
     )
     from agentrun.sandbox.choice import resolve
 
     check_file_or_absent(out_path, "the result",  # before the work, not after it
                          hint="pass a file path to --out, outside the checkout")
     project, spec = load(spec_arg)
+    root = workspace.repo_root(project.root)
+    base = workspace.resolve_ref(root, base_arg or "HEAD")
+    if base is None:
+        raise BadInput(f"--base {base_arg or 'HEAD'} is not a commit in {root}",
+                       hint="pass a branch, tag or commit that exists in this checkout")
+    if start_arg is not None:  # the run's settings, not those of what earlier waves merged
+        project = project_at_start(root, start_commit(root, start_arg, base,
+                                                      f"--base {base[:12]}"))
     for note in project.config.deprecations:
         out.warn(note)
     plan = build_plan(spec, mode=opts["mode"], max_workers=opts["max_workers"])
@@ -151,11 +166,6 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, out_path: Path, opts: 
                             "(with the same --mode/--max-workers)")
     wave, batch = match
     ids = batch.ids
-    root = workspace.repo_root(project.root)
-    base = workspace.resolve_ref(root, base_arg or "HEAD")
-    if base is None:
-        raise BadInput(f"--base {base_arg or 'HEAD'} is not a commit in {root}",
-                       hint="pass a branch, tag or commit that exists in this checkout")
     dirty = workspace.dirty_paths(root)
     if dirty:
         raise CannotStart(f"uncommitted changes in the checkout: {', '.join(dirty[:5])}",

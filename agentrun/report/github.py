@@ -3,18 +3,23 @@
 When `GITHUB_STEP_SUMMARY` is set, a run (or audit) appends its summary there; when
 `GITHUB_ACTIONS` is `true`, failed groups and audit findings become annotations on the spec
 file (with the line where it is known). Annotations are written to stderr: the runner reads
-workflow commands from both streams, and stdout stays free for `--json`.
+workflow commands from both streams, and stdout stays free for `--json`. Step outputs a later
+job acts on (`aggregate --github-output`) are written here too, each checked against what it
+may hold, so that no text a worker chose becomes an output.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from agentrun.errors import BadInput
 from agentrun.fsutil import relpath
+from agentrun.protocol import RunStatus
 from agentrun.report.escape import inline
 from agentrun.report.execution_state import RunState
 from agentrun.report.summary import STATUS_MARK, format_cost, review_outcome, review_words
@@ -174,3 +179,37 @@ def publish_audit(results: Iterable[Any], env: Mapping[str, str] | None = None,
                   stream: TextIO | None = None, root: Path | None = None) -> None:
     items = list(results)
     publish(audit_summary_markdown(items), audit_annotations(items, root), env, stream)
+
+
+# --- step outputs ----------------------------------------------------------------------------
+
+OUTPUT_HINT = "run it as a GitHub Actions step (the runner sets GITHUB_OUTPUT), or drop the flag"
+_COMMIT = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")  # sha-1 or sha-256
+OUTPUT_VALUES = {  # name: the values it may hold
+    "status": lambda v: v in tuple(RunStatus),
+    "commit": _COMMIT.fullmatch,
+}
+
+
+def outputs_file(env: Mapping[str, str] | None = None) -> Path:
+    """The runner's step-outputs file, checked before any work: BadInput (exit 2) outside
+    a step."""
+    env = os.environ if env is None else env
+    path = env.get("GITHUB_OUTPUT")
+    if not path:
+        raise BadInput("--github-output needs GITHUB_OUTPUT, the step-outputs file the "
+                       "runner names", hint=OUTPUT_HINT)
+    return Path(path)
+
+
+def write_outputs(values: Mapping[str, str], env: Mapping[str, str] | None = None) -> None:
+    """Append `name=value` lines to the step-outputs file, each value checked against what its
+    output may hold (a status of the fixed set, a commit id): a value that is not one is a
+    ValueError, never a line."""
+    for name, value in values.items():
+        check = OUTPUT_VALUES.get(name)
+        if check is None or not isinstance(value, str) or not check(value):
+            raise ValueError(f"not a valid step output: {name}={value!r}")
+    lines = "".join(f"{name}={value}\n" for name, value in values.items())
+    with open(outputs_file(env), "a", encoding="utf-8") as fh:
+        fh.write(lines)

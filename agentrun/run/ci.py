@@ -8,6 +8,12 @@ local `agentrun run` uses (`Orchestrator.run_wave` with a `CIResultsBackend`: ve
 merge order, failure rules, reporting). The execution state committed by each aggregate is what
 the next wave's jobs and aggregate continue from, so a later wave can only run once the previous
 one is aggregated.
+
+Every job of one run works with the settings of the run's start commit (`--start-commit`, the
+commit the plan was made on): `.specflow/config.yaml` as committed there, at the checkout's
+top level. A later wave's checkout holds what earlier waves merged, and none of it — a changed
+config, one nested under the specs folder — changes how the run's workers are confined, which
+model they call or what commands they run.
 """
 
 from __future__ import annotations
@@ -18,8 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from agentrun import workspace
 from agentrun.audit.runner import ModelAccess
+from agentrun.config import CONFIG_FILE, ProjectConfig, parse_config
 from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 from agentrun.plan import Batch, Plan, Wave
 from agentrun.project import Project
@@ -33,6 +42,7 @@ from agentrun.run.options import RunOptions
 from agentrun.run.orchestrator import Orchestrator
 from agentrun.run.record import EventSink, new_run_id, now_text
 from agentrun.spec.model import Spec
+from agentrun.yamlload import safe_load
 
 RESULT_HINT = ("pass the result JSON files the wave's `agentrun worker --spec ... --out FILE` "
                "jobs wrote (e.g. downloaded artifacts)")
@@ -73,6 +83,39 @@ def ci_matrix(spec: Spec, plan: Plan, spec_path: str) -> dict[str, Any]:
             for batch in wave.batches]})
     return {"spec": spec.id, "spec_path": spec_path, "mode": plan.mode,
             "wave_count": len(plan.waves), "waves": waves}
+
+
+# --- the run's start commit ------------------------------------------------------------------
+
+START_HINT = ("pass the commit the run's plan was made on (the plan job's checkout), e.g. "
+              "`--start-commit \"$(git rev-parse HEAD)\"` in the plan job, as an output")
+
+
+def start_commit(root: Path, value: str, at: str, where: str) -> str:
+    """The commit `--start-commit` names, checked: a commit of this repository in the
+    history of `at` (`where` names it in messages). BadInput (exit 2) otherwise."""
+    sha = workspace.resolve_ref(root, value)
+    if sha is None:
+        raise BadInput(f"--start-commit {value} is not a commit in {root}", hint=START_HINT)
+    if not workspace.is_ancestor(root, sha, at):
+        raise BadInput(f"--start-commit {sha[:12]} is not in the history of {where}",
+                       hint=START_HINT)
+    return sha
+
+
+def project_at_start(root: Path, commit: str) -> Project:
+    """The project as the run's start commit fixed it: the checkout's top level, and the
+    config committed there. Files in the working tree play no part."""
+    proc = workspace.run_git("cat-file", "blob", f"{commit}:{CONFIG_FILE}", cwd=root)
+    if proc.returncode != 0:
+        return Project(root, ProjectConfig())
+    source = f"{commit[:12]}:{CONFIG_FILE}"
+    try:
+        data = safe_load(proc.stdout)
+    except yaml.YAMLError as exc:
+        raise BadInput(f"invalid config {source}: {exc}",
+                       hint="fix it in a new commit and start a new run from there") from None
+    return Project(root, parse_config(data, source))
 
 
 # --- the execution state between waves -------------------------------------------------------

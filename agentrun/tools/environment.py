@@ -3,8 +3,9 @@
 A deny-list of secret-looking names misses what it cannot guess (`DATABASE_URL` with a
 password in it, `PGPASSWORD`, `*_DSN`), so commands get only what a build needs: PATH, the
 locale, the terminal, the time zone, who the user is, a private HOME and TMPDIR, and the names
-the project lists under `command_env:` in `.specflow/config.yaml`. The values of the variables
-left out that name secrets are returned too, so output that echoes one is redacted.
+the project lists under `command_env:` in `.specflow/config.yaml` (never a CI runner's control
+files or tokens). The values of the variables left out that name secrets are returned too, so
+output that echoes one is redacted.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ from agentrun.tools.redaction import redact as redact
 
 ALLOWED = frozenset({"PATH", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME", "SHELL"})
 ALLOWED_PREFIXES = ("LC_",)
+# a CI runner's control files and tokens (GitHub Actions): a command that could write to them
+# would set variables, PATH entries or outputs for the job's later steps, or replace its
+# artifacts; never passed, whatever `command_env` lists
+RUNNER_CONTROL = frozenset({"GITHUB_ENV", "GITHUB_PATH", "GITHUB_OUTPUT", "GITHUB_STATE",
+                            "GITHUB_STEP_SUMMARY"})
+RUNNER_CONTROL_PREFIXES = ("ACTIONS_",)
 # git and pagers never wait for input that will not come
 NON_INTERACTIVE = {"GIT_TERMINAL_PROMPT": "0", "PAGER": "cat", "GIT_PAGER": "cat",
                    "GIT_EDITOR": "true"}
@@ -34,6 +41,8 @@ MIN_SECRET_LEN = 6  # shorter values match too much ordinary text to be redacted
 
 def allowed_name(name: str, extra: Iterable[str] = ()) -> bool:
     """Whether a command may see the variable `name` (`extra`: the project's `command_env`)."""
+    if name.upper() in RUNNER_CONTROL or name.upper().startswith(RUNNER_CONTROL_PREFIXES):
+        return False
     return name in ALLOWED or name.startswith(ALLOWED_PREFIXES) or name in set(extra)
 
 
