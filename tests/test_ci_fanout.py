@@ -14,6 +14,7 @@ from gitutil import IDENTITY, run_git
 from runkit import make_project, scripted, spec_text, submit, writes
 from test_review_cli import met, review_turn
 
+from agentrun.project import find_project
 from agentrun.sandbox.choice import choose
 
 FIVE = [("G1", [], "src/a.py"), ("G2", [], "src/b.py"), ("G3", ["G1", "G2"], "src/c.py"),
@@ -182,7 +183,7 @@ def test_failed_group_blocks_its_dependents_across_jobs(tmp_path):
     assert {"worker_result", "merged", "wave_done"} <= set(kinds)
 
     # what a later wave's checkout would hold had a worker's config change been merged:
-    # the sandbox off, and failures aborting the run
+    # the sandbox off, and failures aborting the run (it is what the checkout says)
     later = clone(origin, tmp_path / "later-config")
     (later / ".specflow/config.yaml").write_text(
         "provider: scripted\nscript: .specflow/script.yaml\nsandbox:\n  mode: 'off'\n"
@@ -190,12 +191,15 @@ def test_failed_group_blocks_its_dependents_across_jobs(tmp_path):
     run_git(later, "add", ".specflow/config.yaml")
     run_git(later, "commit", "-q", "-m", "a worker's config")
     run_git(later, "push", "-q", "origin", "HEAD:main")
+    assert find_project(later).config.sandbox.mode == "off"
     # wave 2: G3 depends on the failed G1 and says so without calling the model, confined as
-    # the start commit says (the later config does apply without --start-commit)
+    # the run's start commit says: given (--start-commit), or as its execution state recorded
     entry = matrix["waves"][1]["include"][0]
-    unpinned, _ = worker_job(origin, tmp_path / "unpinned", "SPEC-31", entry, tmp_path / "u",
+    other, _ = worker_job(origin, tmp_path / "other", "SPEC-31", entry, tmp_path / "o",
+                          "--start-commit", run_git(later, "rev-parse", "HEAD"), push=False)
+    assert other.returncode == 3 and f"started at {start[:12]}" in other.stderr  # another run
+    recorded, _ = worker_job(origin, tmp_path / "recorded", "SPEC-31", entry, tmp_path / "r",
                              push=False)
-    assert unpinned.returncode == 1 and unpinned.json["sandbox"] == "off (sandbox mode off)"
     results2 = tmp_path / "results-2"
     proc, out = worker_job(origin, tmp_path, "SPEC-31", entry, results2, *pinned)
     assert proc.returncode == 1
@@ -203,7 +207,7 @@ def test_failed_group_blocks_its_dependents_across_jobs(tmp_path):
     assert blocked["status"] == "blocked"
     assert blocked["error"] == "dependency G1 did not complete"
     assert blocked["steps"] == 0 and blocked["commits"] == []
-    assert blocked["sandbox"] == choose("auto").describe() != unpinned.json["sandbox"]
+    assert blocked["sandbox"] == recorded.json["sandbox"] == choose("auto").describe()
     junit = tmp_path / "junit.xml"
     # the last aggregate of a run that cannot complete needs no reviewer's model
     agg, proc = aggregate_job(origin, tmp_path / "aggregate-2", "SPEC-31", [out],

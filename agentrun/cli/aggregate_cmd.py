@@ -58,8 +58,9 @@ def aggregate(
     same execution state. Wave 1's results start a new run; a later wave needs the
     previous one aggregated. After the last wave (or when the failure rules abort) the run
     is finished; otherwise --json reports "status": "running" and "next_wave".
-    With --start-commit, the settings of every wave are those of .specflow/config.yaml in that
-    commit, whatever earlier waves merged since. With --github-output, a later job can act
+    The settings (config, agents, prompts) are the run's: those of --start-commit, else those
+    its execution state recorded when wave 1 was aggregated, whatever earlier waves merged
+    since. With --github-output, a later job can act
     on the outcome: `status` is one of running, complete, partial, failed, aborted or
     interrupted, and `commit` the commit made (both unset when nothing was).
 
@@ -74,9 +75,9 @@ def aggregate(
     in the plan, a completed result whose branch is not in the repository (never pushed or
     not fetched), a batch of the wave without a result (see --allow-missing), results of
     several waves, a wave whose previous wave is not aggregated, a bad --start-commit, or
-    --github-output outside a GitHub Actions step · 3 could not start
-    (detached HEAD, dirty tree, lock held, no model for the last wave's review) · 130
-    interrupted.
+    --github-output outside a GitHub Actions step · 3 could not start (detached HEAD, dirty
+    tree, lock held, no model for the last wave's review, a run that started elsewhere than
+    --start-commit) · 130 interrupted.
     """
     from agentrun import workspace
     from agentrun.cli.ci_report import event_stream, publish_reports
@@ -86,9 +87,10 @@ def aggregate(
     from agentrun.cli.run_settings import review_settings
     from agentrun.plan import build_plan
     from agentrun.protocol import ProviderSettings
+    from agentrun.report.execution_state import load_state, state_path
     from agentrun.report.github import outputs_file, write_outputs
     from agentrun.run.ci import aggregate as run_aggregate
-    from agentrun.run.ci import project_at_start, start_commit
+    from agentrun.run.ci import pinned_project, results_wave
     from agentrun.run.options import RunOptions
     from agentrun.sandbox.choice import resolve as resolve_sandbox
 
@@ -103,9 +105,12 @@ def aggregate(
     project, parsed = load(spec)
     root = workspace.repo_root(project.root)
     head = workspace.head_commit(root)
-    if start is not None:  # the run's settings, not those of what earlier waves merged
-        project = project_at_start(root, start_commit(root, start, head, "HEAD"))
     plan = build_plan(parsed, mode=mode, max_workers=max_workers)  # type: ignore[arg-type]
+    wave = results_wave(results, parsed, plan)
+    previous = load_state(state_path(project.execution_dir, parsed.id)) \
+        if wave.number > 1 else None
+    # the run's settings, never those of what its earlier waves merged
+    project = pinned_project(project, root, start, head, "HEAD", previous)
     warnings = []
     if (parsed.status or "").lower() != "audited":
         warnings.append(f"{parsed.id} status is {parsed.status or 'unset'}, not audited; "

@@ -68,12 +68,14 @@ def worker(
     job hands the branch to `agentrun aggregate` (a push, or a `git bundle`). Write --out
     outside the checkout. Jobs of wave 2 and later run on the commit the previous wave's
     `agentrun aggregate` made; a batch whose dependencies failed writes a `blocked` result
-    without calling the model. With --start-commit, the settings are those of
-    .specflow/config.yaml in that commit, whatever earlier waves merged since.
+    without calling the model. The settings (config, agents, prompts) are the run's: those of
+    --start-commit, else those its execution state recorded when it started, whatever earlier
+    waves merged since.
 
     Exit codes: 0 complete · 1 failed, partial or blocked · 2 bad input (unknown groups, bad
     --base or --start-commit) · 3 could not start (dirty checkout, previous wave not
-    aggregated, branch exists, no model, --sandbox on without bubblewrap) · 130 interrupted.
+    aggregated, a run that started elsewhere than --start-commit, branch exists, no model,
+    --sandbox on without bubblewrap) · 130 interrupted.
     """
     import signal
     import threading
@@ -135,10 +137,9 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, start_arg: str | None,
         ci_branch,
         describe_batches,
         find_batch,
+        pinned_project,
         previous_waves_problem,
-        project_at_start,
         read_state_at,
-        start_commit,
     )
     from agentrun.sandbox.choice import resolve
 
@@ -150,14 +151,7 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, start_arg: str | None,
     if base is None:
         raise BadInput(f"--base {base_arg or 'HEAD'} is not a commit in {root}",
                        hint="pass a branch, tag or commit that exists in this checkout")
-    if start_arg is not None:  # the run's settings, not those of what earlier waves merged
-        project = project_at_start(root, start_commit(root, start_arg, base,
-                                                      f"--base {base[:12]}"))
-    for note in project.config.deprecations:
-        out.warn(note)
     plan = build_plan(spec, mode=opts["mode"], max_workers=opts["max_workers"])
-    sandbox, choice = resolve(opts["sandbox"], opts["allow_network"], project.config.sandbox)
-    opts = {**opts, "sandbox_settings": sandbox}
     match = find_batch(plan, groups)
     if match is None:
         raise BadInput(f"{groups} is not a worker batch of {spec.id}'s plan "
@@ -166,14 +160,21 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, start_arg: str | None,
                             "(with the same --mode/--max-workers)")
     wave, batch = match
     ids = batch.ids
+    state_rel = relpath(project.execution_dir / f"{spec.id}-state.json", root)
+    state = read_state_at(root, base, state_rel)
+    # the run's settings, never those of what its earlier waves merged
+    project = pinned_project(project, root, start_arg, base, f"--base {base[:12]}",
+                             state if wave.number > 1 else None)
+    for note in project.config.deprecations:
+        out.warn(note)
+    sandbox, choice = resolve(opts["sandbox"], opts["allow_network"], project.config.sandbox)
+    opts = {**opts, "sandbox_settings": sandbox}
     dirty = workspace.dirty_paths(root)
     if dirty:
         raise CannotStart(f"uncommitted changes in the checkout: {', '.join(dirty[:5])}",
                           hint="a CI worker commits everything in the checkout: run it in a "
                                "clean clone, and write --out outside it")
     spec_rel = relpath(spec.path, root)
-    state_rel = relpath(project.execution_dir / f"{spec.id}-state.json", root)
-    state = read_state_at(root, base, state_rel)
     problem = previous_waves_problem(root, plan, state, wave, base, f"--base {base[:12]}")
     if problem:
         raise CannotStart(problem, hint="run this job on the commit the previous wave's "

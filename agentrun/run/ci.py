@@ -24,12 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agentrun import workspace
 from agentrun.audit.runner import ModelAccess
-from agentrun.config import CONFIG_FILE, ProjectConfig, parse_config
-from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
+from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, CannotStart
 from agentrun.plan import Batch, Plan, Wave
 from agentrun.project import Project
 from agentrun.protocol import RunStatus, Status, WorkerResult
@@ -42,7 +39,6 @@ from agentrun.run.options import RunOptions
 from agentrun.run.orchestrator import Orchestrator
 from agentrun.run.record import EventSink, new_run_id, now_text
 from agentrun.spec.model import Spec
-from agentrun.yamlload import safe_load
 
 RESULT_HINT = ("pass the result JSON files the wave's `agentrun worker --spec ... --out FILE` "
                "jobs wrote (e.g. downloaded artifacts)")
@@ -103,19 +99,26 @@ def start_commit(root: Path, value: str, at: str, where: str) -> str:
     return sha
 
 
-def project_at_start(root: Path, commit: str) -> Project:
-    """The project as the run's start commit fixed it: the checkout's top level, and the
-    config committed there. Files in the working tree play no part."""
-    proc = workspace.run_git("cat-file", "blob", f"{commit}:{CONFIG_FILE}", cwd=root)
-    if proc.returncode != 0:
-        return Project(root, ProjectConfig())
-    source = f"{commit[:12]}:{CONFIG_FILE}"
-    try:
-        data = safe_load(proc.stdout)
-    except yaml.YAMLError as exc:
-        raise BadInput(f"invalid config {source}: {exc}",
-                       hint="fix it in a new commit and start a new run from there") from None
-    return Project(root, parse_config(data, source))
+def pinned_project(project: Project, root: Path, given: str | None, at: str, where: str,
+                   state: RunState | None) -> Project:
+    """The project with the run's settings (project.py, `Project.pinned`), for a job of a run
+    that `state` (None: none yet) may continue: `given` (`--start-commit`, checked against
+    `at`, which `where` names) wins; else a running state's recorded start and config; else
+    the project as loaded (a first wave's job: its checkout is the start).
+
+    A start that contradicts the running state's is CannotStart (exit 3): the job belongs to
+    another run."""
+    running = state if state is not None and state.status == RunStatus.RUNNING else None
+    recorded = (running.start_commit or running.base_commit) if running else None
+    if given is None:
+        return project.pinned(recorded, running.config) if running and recorded else project
+    start = start_commit(root, given, at, where)
+    if recorded and recorded != start:
+        raise CannotStart(f"run {running.run_id} of {running.spec_id} started at "
+                          f"{recorded[:12]}, not at --start-commit {start[:12]}",
+                          hint="pass the start commit of the run this job belongs to (the plan "
+                               "job's commit), or start a new run with wave 1")
+    return project.pinned(start, running.config if running and recorded else None)
 
 
 # --- the execution state between waves -------------------------------------------------------
@@ -240,6 +243,11 @@ def read_results(paths: Iterable[Path], spec: Spec, plan: Plan) -> list[CIResult
         raise BadInput(f"the results span waves {labels}; aggregate one wave at a time, in order",
                        hint="pass only the results of the wave that just ran")
     return found
+
+
+def results_wave(paths: Iterable[Path], spec: Spec, plan: Plan) -> Wave:
+    """The wave the result files are of (`read_results` checks them: BadInput, exit 2)."""
+    return read_results(paths, spec, plan)[0].wave
 
 
 def _text(value: Any) -> str | None:

@@ -216,8 +216,8 @@ class Orchestrator:
             # the resumed run's settings stay those fixed when it started
             state.start_commit = old.start_commit or old.base_commit
             state.config = old.config
-        if state.start_commit is None:
-            state.start_commit = state.base_commit
+        if state.start_commit is None:  # a CI run's is the plan's commit (`--start-commit`)
+            state.start_commit = self.project.start_commit or state.base_commit
         if state.config is None:
             state.config = self.project.config.model_dump(mode="json")
         self.record.write_settings(state.start_commit, state.config)
