@@ -151,8 +151,9 @@ def concurrent_dispatch_branch(tmp_path: Path, origin: Path, branch: str) -> str
     return run_git(other, "rev-parse", "HEAD")
 
 
-def dispatch(engine, tmp_path: Path, origin: Path, spec: str, run_id: str):
-    """`act workflow_dispatch` of the shipped workflow in a clone of the origin."""
+def dispatch(engine, tmp_path: Path, origin: Path, spec: str, run_id: str, *extra: str):
+    """`act workflow_dispatch` of the shipped workflow in a clone of the origin (`extra`:
+    more options of act, e.g. `--var NAME=VALUE`)."""
     gitconfig = tmp_path / "gitconfig"
     gitconfig.write_text(f'[url "file://{origin}"]\n\tinsteadOf = {REPO}\n'
                          "[user]\n\tname = Dispatcher\n\temail = d@example.invalid\n",
@@ -178,7 +179,7 @@ def dispatch(engine, tmp_path: Path, origin: Path, spec: str, run_id: str):
            "--env", f"GITHUB_RUN_ID={run_id}", "--env", f"ACT_TEST_ARTIFACTS={artifacts}",
            "--env", f"ACT_TEST_PYTHON={sys.executable}", "--env", "PIP_NO_INDEX=1",
            "--env", "PIP_NO_WARN_CONFLICTS=0",
-           *engine["flags"]]
+           *engine["flags"], *extra]
     proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True,
                           check=False, timeout=600)
     (tmp_path / f"act-{run_id}.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
@@ -241,9 +242,10 @@ def test_two_waves_complete_on_main_beside_another_dispatch(engine, tmp_path):
     assert run_git(origin, "rev-parse", "agentrun/100/SPEC-1/G1") == other
     assert "other.txt" not in run_git(origin, "ls-tree", "-r", "--name-only", "main")
     assert (artifacts / "agentrun-aggregate-2" / "agentrun.bundle").is_file()
-    # wave 1 ran on the commit the plan job planned
+    # wave 1 ran on the commit the plan job planned, its commands in the sandbox
     result = json.loads((artifacts / "agentrun-wave1-G1" / "G1.json").read_text())
     assert result["base_commit"] == before
+    assert result["sandbox"] == "on (bubblewrap)"
     junit = artifacts / "agentrun-junit-wave2" / "agentrun-wave2.xml"
     assert junit.is_file() and "G3" in junit.read_text()
 
@@ -274,20 +276,22 @@ def file_command_attack(loot: Path) -> str:
 
 
 def test_a_failed_group_blocks_its_dependents_and_ends_partial(engine, tmp_path):
-    """Unsandboxed (the project turns the sandbox off), G2's command writes the runner's
-    GITHUB_ENV and GITHUB_PATH: the rest of its own job runs that code (it could), with no
-    token that can write; the job that pushes never does."""
+    """Unsandboxed (the repository variable AGENTRUN_SANDBOX turns it off), G2's command writes
+    the runner's GITHUB_ENV and GITHUB_PATH: the rest of its own job runs that code (it
+    could), with no token that can write; the job that pushes never does."""
     loot = tmp_path / "loot"
     script = {"groups": {gid: writes(path, f"{gid}\n") for gid, _, path in THREE}}
     script["groups"]["G1"] = [submit("failed", "could not", error="compile error in one.txt")]
     script["groups"]["G2"] = [command(file_command_attack(loot)), *writes("two.txt", "G2\n")]
     origin = make_origin(tmp_path, "SPEC-2", THREE, script,
-                         config=CONFIG + "sandbox:\n  mode: \"off\"\n"
-                                         "command_env: [GITHUB_ENV, GITHUB_PATH]\n")
-    proc, artifacts = dispatch(engine, tmp_path, origin, "SPEC-2", "201")
+                         config=CONFIG + "command_env: [GITHUB_ENV, GITHUB_PATH]\n")
+    proc, artifacts = dispatch(engine, tmp_path, origin, "SPEC-2", "201",
+                               "--var", "AGENTRUN_SANDBOX=off")
     ran = jobs(proc)
-    # the attack ran: the command found both files, and the later steps of its job ran its
-    # code (the bundle step's bash and git) ...
+    # the attack ran, unconfined: the command found both files, and the later steps of its
+    # job ran its code (the bundle step's bash and git) ...
+    g2 = json.loads((artifacts / "agentrun-wave1-G2" / "G2.json").read_text())
+    assert g2["sandbox"] == "off (sandbox mode off)"
     probe = show(origin, "probe.txt")
     assert "GITHUB_ENV=" in probe and "GITHUB_PATH=" in probe, probe
     # (not from its own environment: `command_env` never passes the runner's variables)

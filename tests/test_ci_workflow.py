@@ -101,10 +101,20 @@ def trust_problems(data: dict) -> list[str]:
             problems.append(f"{name}: a step that runs worker code writes the runner's files")
         if any(w in run for w in RUNS_WORKER_CODE) and '--start-commit "$START"' not in run:
             problems.append(f"{name}: agentrun runs without the run's start commit")
+        if any(w in run for w in RUNS_WORKER_CODE) and \
+                '--sandbox "$AGENTRUN_SANDBOX"' not in run:
+            problems.append(f"{name}: agentrun runs without the workflow's sandbox mode")
+    if data.get("env", {}).get("AGENTRUN_SANDBOX") != "${{ vars.AGENTRUN_SANDBOX || 'on' }}":
+        problems.append("the sandbox is not on unless the repository says otherwise")
     for name, job in data["jobs"].items():
-        if any(w in script(job) for w in RUNS_WORKER_CODE) and \
-                job.get("env", {}).get("START") != "${{ needs.plan.outputs.sha }}":
+        if not any(w in script(job) for w in RUNS_WORKER_CODE):
+            continue
+        if job.get("env", {}).get("START") != "${{ needs.plan.outputs.sha }}":
             problems.append(f"{name}: START is not the commit the plan job planned on")
+        runs = [s.get("run", "") for s in job["steps"]]
+        first = next(i for i, r in enumerate(runs) if any(w in r for w in RUNS_WORKER_CODE))
+        if not any("apt-get install -y -q bubblewrap" in r for r in runs[:first]):
+            problems.append(f"{name}: bubblewrap is not installed before agentrun runs")
     return problems
 
 
@@ -145,7 +155,10 @@ jobs:
     assert "wave-1: a checkout keeps the token" in problems
     assert "wave-1: a step that runs worker code writes the runner's files" in problems
     assert "wave-1: agentrun runs without the run's start commit" in problems
+    assert "wave-1: agentrun runs without the workflow's sandbox mode" in problems
+    assert "the sandbox is not on unless the repository says otherwise" in problems
     assert "aggregate-1: START is not the commit the plan job planned on" in problems
+    assert "wave-1: bubblewrap is not installed before agentrun runs" in problems
 
 
 # --- the job graph -----------------------------------------------------------------------------

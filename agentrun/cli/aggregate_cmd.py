@@ -30,6 +30,11 @@ def aggregate(
         None, "--start-commit", metavar="COMMIT",
         help="The run's start commit (where its plan was made): its .specflow/config.yaml "
              "applies, not the checkout's."),
+    sandbox: str | None = typer.Option(
+        None, "--sandbox", metavar="auto|on|off",
+        help="Confine the integration check's and the reviewer's commands with bubblewrap: "
+             "auto (where it works), on (refuse to start without it) or off (config: "
+             "sandbox.mode; default auto)."),
     github_output: bool = typer.Option(
         False, "--github-output", help="Set the step's outputs `status` (the run's) and "
                                        "`commit` (the one this aggregate made), in the file "
@@ -115,15 +120,15 @@ def aggregate(
     if (parsed.status or "").lower() != "audited":
         warnings.append(f"{parsed.id} status is {parsed.status or 'unset'}, not audited; "
                         "run `agentrun audit` first")
-    sandbox, sandbox_choice = resolve_sandbox(None, False, project.config.sandbox)
+    sandbox_settings, sandbox_choice = resolve_sandbox(sandbox, False, project.config.sandbox)
     reviewer = {"provider": provider, "model": model, "script": script, "fix_cycles": 0}
     options = RunOptions(provider=ProviderSettings(provider="", model=""),
                          on_failure=on_failure or project.config.on_failure,
                          validation_command=project.config.validation_command,
-                         warnings=warnings, sandbox=sandbox,
+                         warnings=warnings, sandbox=sandbox_settings,
                          sandbox_description=sandbox_choice.describe(),
                          review=None if no_review else review_settings(project, reviewer,
-                                                                       sandbox.mode),
+                                                                       sandbox_settings.mode),
                          review_skipped="--no-review" if no_review else None)
     with PlainProgress(out) as progress, event_stream(events, progress, out) as on_event:
         done = run_aggregate(project, parsed, plan, results, options, remote=remote,
