@@ -50,6 +50,30 @@ def test_plan_human_output_names_mode_and_waves(example):
     assert "orchestrated" in proc.stdout and "Parallelization" in proc.stdout
 
 
+def test_the_plan_table_of_sixty_groups_stays_readable_at_any_width(tmp_path):
+    """One line per group under its wave and worker: at 60 groups in one wave the workers
+    were joined on one line, and the other columns were pushed off the table."""
+    rows = "\n".join(f"| G{i} | Create `pkg/module_{i}.py` with its helper functions and tests |"
+                     " — |" for i in range(1, 61))
+    (tmp_path / "SPEC-60.md").write_text(
+        "---\nid: SPEC-60\nstatus: audited\n---\n# SPEC-60: Sixty\n\n## Task\n\nSixty "
+        "modules.\n\n## Acceptance Criteria\n\n- [ ] all\n\n## Implementation Tasks\n\n"
+        f"| Group | Tasks | Dependencies |\n|---|---|---|\n{rows}\n")
+    for width in (40, 200):
+        proc = agentrun("plan", "SPEC-60.md", cwd=tmp_path, env={"COLUMNS": str(width)})
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        head = next(i for i, line in enumerate(lines) if line.startswith("Wave"))
+        assert lines[head].split() == ["Wave", "Parallel", "Worker", "Groups"]
+        table = lines[head + 1:head + 61]
+        assert table[0].split()[:4] == ["1", "60", "G1", "G1"]
+        for i, line in enumerate(table, 1):  # every group on its own line, columns aligned
+            assert line[table[0].index("G1 "):].split()[:2] == [f"G{i}", f"G{i}"], line
+            assert len(line) <= max(width, 40), line
+        assert ("…" in table[-1]) == (width == 40)
+        assert lines[head + 61].startswith("Parallelization: wave 1 runs 60 workers")
+
+
 def test_plan_without_spec_uses_active_spec(example):
     proc = agentrun("plan", "--json", cwd=example)
     assert proc.returncode == 0, proc.stderr
@@ -174,13 +198,16 @@ def test_audit_static_scope_check_needs_decomposition(tmp_path):
 
 
 def test_init_scaffolds_without_overwriting_and_imports_no_model_sdk(tmp_path):
-    (tmp_path / ".gitignore").write_text("node_modules/")
+    # the user's lines stay as they are; what they cover already is not added again
+    (tmp_path / ".gitignore").write_text("# mine\n/.venv\nnode_modules")
     proc = agentrun("init", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     created = set(proc.json["created"])
     assert {".specflow/PROJECT.md", ".specflow/STATE.md", ".specflow/config.yaml",
             ".specflow/specs"} <= created
-    assert (tmp_path / ".gitignore").read_text() == "node_modules/\n.specflow/runs/\n"
+    assert (tmp_path / ".gitignore").read_text() == (
+        "# mine\n/.venv\nnode_modules\n.specflow/runs/\nvenv/\n__pycache__/\n.pytest_cache/\n"
+        ".mypy_cache/\ndist/\nbuild/\n")
     (tmp_path / ".specflow/PROJECT.md").write_text("mine")
     # the light-command check for `init --json` in an initialised project: no model SDK
     again = agentrun("init", "--json", cwd=tmp_path, env=IMPORT_LOG)

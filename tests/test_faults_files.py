@@ -211,7 +211,7 @@ def test_dry_run_commits_nothing_and_any_other_change_still_stops_the_run(tmp_pa
 
     (root / "notes.txt").unlink()
     with (root / ".gitignore").open("a") as fh:
-        fh.write("build/\n")
+        fh.write("*.log\n")
     proc = run_fresh(root)
     assert proc.returncode == 3 and "uncommitted changes: .gitignore" in proc.stderr
 

@@ -73,10 +73,10 @@ def audit(
             raise BadInput("--write needs the auditor's proposals; --static runs no model",
                            hint="drop --static to run the auditor, or drop --write")
         if spec is not None:
-            raise typer.Exit(_static_one(spec, out, report))
+            raise typer.Exit(_static_one(spec, out, report, write=not dry_run))
         project = find_project()
         _require_specs_dir(project)
-        raise typer.Exit(_static_all(project.spec_paths(), out, report))
+        raise typer.Exit(_static_all(project.spec_paths(), out, report, write=not dry_run))
     opts = {"write": write, "dry_run": dry_run, "group_context_max": group_context_max,
             "total_context_max": total_context_max, "provider": provider, "model": model,
             "script": script, "max_steps": max_steps, "token_budget": token_budget,
@@ -275,21 +275,22 @@ def print_result(result: SpecAudit, out, dry_run: bool) -> None:
 
 # -- static checks only ---------------------------------------------------------------------
 
-def _static_one(spec_arg: str, out, report) -> int:
+def _static_one(spec_arg: str, out, report, *, write: bool) -> int:
     from agentrun.audit.static import static_audit
     from agentrun.cli.common import load
 
-    _project, parsed = load(spec_arg, names_paths=False)
+    project, parsed = load(spec_arg, names_paths=False)
     result = static_audit(parsed)
+    status = _passed_status(project, parsed, result, write)
     report([result])
     if out.mode == "json":
-        out.json({"ok": not result.critical, **result.to_dict()})
+        out.json({"ok": not result.critical, **result.to_dict(), "status": status})
     else:
-        _print_static(result, out.stdout)
+        _print_static(result, status, out.stdout)
     return EXIT_FAILED if result.critical else EXIT_OK
 
 
-def _print_static(result, console) -> None:
+def _print_static(result, status: str | None, console) -> None:
     from rich.markup import escape
 
     from agentrun.cli.render import findings
@@ -297,32 +298,71 @@ def _print_static(result, console) -> None:
     counts = result.to_dict()["counts"]
     console.print(f"[bold]{escape(result.spec_id)}[/bold] ({escape(relpath(result.path))}): "
                   f"{result.verdict} — {counts['critical']} critical, {counts['warning']} "
-                  f"warning, {counts['info']} info")
+                  f"warning, {counts['info']} info" + (f" · status: {escape(status)}"
+                                                       if status else ""))
     findings(result.findings, console)
 
 
-def _static_all(paths: list[Path], out, report) -> int:
+# a spec in these statuses has not been judged yet: passing the static checks audits it
+UNJUDGED = ("", "draft")
+
+
+def _passed_status(project: Project, spec, result, write: bool) -> str | None:
+    """The spec's status after its static checks: a draft that passes them is `audited`
+    (written into its frontmatter, and STATE.md's position when it is the active spec), so that
+    `run` no longer calls it unaudited. A status a person or the auditor gave stays."""
+    from agentrun.report.state_md import StateUpdate, update_state_file
+    from agentrun.spec.writeback import replace_if_unchanged, set_frontmatter_value
+
+    status = (spec.status or "").strip().lower()
+    if result.verdict != "PASSED" or status not in UNJUDGED:
+        return spec.status
+    if write:
+        replace_if_unchanged(spec.path, spec.text,
+                             set_frontmatter_value(spec.text, "status", "audited"), "audit")
+        if _is_active(project, spec.id):
+            update_state_file(project.state_md, StateUpdate(
+                spec.id, status="audited",
+                next_step=f"`agentrun plan`, then `agentrun run` ({spec.id})"))
+    return "audited"
+
+
+def _is_active(project: Project, spec_id: str) -> bool:
+    from agentrun.project import active_spec_name
+    from agentrun.report.state_md import read_state_md
+
+    if not project.state_md.is_file():
+        return False
+    name = active_spec_name(read_state_md(project.state_md))
+    return name is not None and Path(name).name.removesuffix(".md") == spec_id
+
+
+def _static_all(paths: list[Path], out, report, *, write: bool) -> int:
     from rich.table import Table
 
     from agentrun.audit.static import static_audit
+    from agentrun.project import find_project
     from agentrun.spec import load_spec
 
     rows, docs, invalid, failing = [], [], 0, 0
+    project = find_project()
     for path in paths:
         try:
-            result = static_audit(load_spec(path))
+            parsed = load_spec(path)
+            result = static_audit(parsed)
         except SpecError as exc:
             invalid += 1
             docs.append({"spec": path.stem, "path": str(path), "verdict": "INVALID",
                          "error": exc.message, "hint": exc.hint})
-            rows.append((path.stem, "INVALID", "-", "-", exc.message))
+            rows.append((path.stem, "INVALID", "-", "-", "-", exc.message))
             continue
-        doc = result.to_dict()
+        status = _passed_status(project, parsed, result, write)
+        doc = {**result.to_dict(), "status": status}
         docs.append(doc)
         failing += bool(result.critical)
         counts = doc["counts"]
         rows.append((result.spec_id, result.verdict, str(counts["critical"]),
-                     str(counts["warning"]), ""))
+                     str(counts["warning"]), status or "-", ""))
     code = EXIT_BAD_INPUT if invalid else EXIT_FAILED if failing else EXIT_OK
     report(docs)
     if out.mode == "json":
@@ -330,7 +370,7 @@ def _static_all(paths: list[Path], out, report) -> int:
                   "summary": {"total": len(paths), "invalid": invalid, "critical": failing}})
         return code
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("Spec", "Verdict", "Critical", "Warnings", "Error"):
+    for col in ("Spec", "Verdict", "Critical", "Warnings", "Status", "Error"):
         table.add_column(col)
     for row in rows:
         table.add_row(*row)

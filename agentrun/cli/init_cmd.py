@@ -116,14 +116,44 @@ def _npm_test_script(package_json: str) -> bool:
     return isinstance(test, str) and bool(test.strip()) and "no test specified" not in test
 
 
+def ignore_lines(root: Path, existing: str) -> tuple[list[str], list[str]]:
+    """The lines `init` adds to `.gitignore` (`existing`): the run records' folder and the
+    usual environment and cache folders that no line covers yet; and those left out because
+    git tracks files in such a folder (ignoring it would hide a worker's new files there)."""
+    from agentrun.run.own_files import GITIGNORE_ENTRIES, GITIGNORE_FOLDERS
+
+    def name(line: str) -> str:
+        return line.strip().removeprefix("**/").strip("/")
+
+    covered = {name(line) for line in existing.splitlines()
+               if line.strip() and not line.lstrip().startswith(("#", "!"))}
+    missing = [e for e in GITIGNORE_ENTRIES if name(e) not in covered]
+    tracked = _tracked_folders(root, [e for e in missing if e in GITIGNORE_FOLDERS])
+    return [e for e in missing if e not in tracked], tracked
+
+
+def _tracked_folders(root: Path, folders: list[str]) -> list[str]:
+    """Those of `folders` (at any depth) in which git tracks a file; none outside a repo."""
+    from agentrun.gitcli import run_git
+
+    if not folders:
+        return []
+    specs = [f":(glob)**/{f}**" for f in folders]
+    proc = run_git("ls-files", "-z", "--", *specs, cwd=root)
+    if proc.returncode != 0:
+        return []
+    parts = {part for path in proc.stdout.split("\0") if path for part in path.split("/")[:-1]}
+    return [f for f in folders if f.rstrip("/") in parts]
+
+
 def init(
     path: Path = typer.Argument(Path("."), help="Project directory (default: here)."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Create .specflow/ (PROJECT.md, STATE.md, specs/, config.yaml) and ignore run records."""
+    """Create .specflow/ (PROJECT.md, STATE.md, specs/, config.yaml); add run records and the
+    usual environment and cache folders (.venv, node_modules, __pycache__, ...) to .gitignore."""
     from agentrun.errors import BadInput
     from agentrun.fsutil import atomic_write_text
-    from agentrun.run.own_files import GITIGNORE_ENTRY
 
     out = output(json_out)
     root = path.resolve()
@@ -154,21 +184,29 @@ def init(
             created.append(target)
     gitignore = root / ".gitignore"
     existing = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""
-    if GITIGNORE_ENTRY not in existing.splitlines():
+    added, tracked = ignore_lines(root, existing)
+    if added:
         sep = "" if not existing or existing.endswith("\n") else "\n"
-        atomic_write_text(gitignore, f"{existing}{sep}{GITIGNORE_ENTRY}\n")
+        atomic_write_text(gitignore, existing + sep + "".join(f"{line}\n" for line in added))
         if not existing:
             created.append(gitignore)
     rel = [str(p.relative_to(root)) for p in created]
     if out.mode == "json":
         out.json({"ok": True, "root": str(root), "created": rel,
                   "kept": [str(p.relative_to(root)) for p in kept],
+                  "gitignore_added": added, "gitignore_tracked": tracked,
                   "validation_command": detected[0] if detected else None})
         return
     for p in rel:
-        out.stdout.print(f"created {p}")
+        out.stdout.print(f"created {p}", markup=False)
     for p in kept:
-        out.stdout.print(f"kept    {p.relative_to(root)} (exists)")
+        out.stdout.print(f"kept    {p.relative_to(root)} (exists)", markup=False)
+    if added and gitignore not in created:
+        out.stdout.print(f"updated .gitignore: added {', '.join(added)} (your lines are "
+                         "unchanged)", markup=False)
+    if tracked:
+        out.stdout.print(f"left out of .gitignore: {', '.join(tracked)} (git tracks files "
+                         "there)", markup=False)
     if ".specflow/config.yaml" in rel:
         out.stdout.print(f"validation command: {detected[0]} (found from {detected[1]})"
                          if detected else "validation command: none found; runs will be "

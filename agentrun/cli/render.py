@@ -16,7 +16,6 @@ def plan_summary(spec: Spec, plan: Plan, console, max_parallel: int | None = Non
 
     `max_parallel` caps the workers that run at once (the rest of a wave queues)."""
     from rich.markup import escape
-    from rich.table import Table
 
     status = spec.status or "unknown"
     title = spec.title.removeprefix(spec.id).lstrip(":—- ").strip()
@@ -28,18 +27,20 @@ def plan_summary(spec: Spec, plan: Plan, console, max_parallel: int | None = Non
         cap = f" (at most {max_parallel} at once)" if max_parallel else ""
         console.print(f"Task groups: {len(spec.groups)} · Waves: {len(plan.waves)} · "
                       f"Workers: {plan.workers}{cap}")
-    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    table.add_column("Wave")
-    table.add_column("Workers", no_wrap=True)
-    table.add_column("Parallel", justify="right", no_wrap=True)
-    table.add_column("Groups", no_wrap=True, overflow="ellipsis")
+    rows = [("Wave", "Parallel", "Worker", "Groups")]
     for wave in plan.waves:
-        names = "\n".join(f"{gid} {_short(groups[gid].title)}".strip() if gid in groups
-                          else gid for gid in wave.groups) or "(whole spec)"
-        batches = " | ".join("+".join(b.groups) or "all" for b in wave.batches)
-        table.add_row(wave.label, escape(batches), str(_at_once(wave, max_parallel)),
-                      escape(names))
-    console.print(table)
+        at_once = str(_at_once(wave, max_parallel))
+        for n, batch in enumerate(wave.batches or [None]):
+            ids = batch.groups if batch is not None else []
+            worker = ("+".join(ids) or "all") if batch is not None else "-"
+            names = [f"{gid} {groups[gid].title}".strip() if gid in groups else gid
+                     for gid in ids] or ["(whole spec)"]
+            for k, name in enumerate(names):
+                first = n == 0 and k == 0
+                rows.append((wave.label if first else "", at_once if first else "",
+                             worker if k == 0 else "", name))
+    for n, line in enumerate(plan_lines(rows, console.width)):
+        console.print(line, style="bold" if n == 0 else None, markup=False, highlight=False)
     if plan.mode == "orchestrated":
         widest = max(plan.waves, key=lambda w: len(w.batches))
         at_once = _at_once(widest, max_parallel)
@@ -49,6 +50,31 @@ def plan_summary(spec: Spec, plan: Plan, console, max_parallel: int | None = Non
                       + (f", {queued} more queued (--max-parallel {max_parallel})"
                          if queued else ""))
     findings(plan.findings, console)
+
+
+def plan_lines(rows: list[tuple[str, str, str, str]], width: int) -> list[str]:
+    """The plan table as text lines: one line per group, under its wave and worker. The
+    columns keep their width whatever the terminal's (a wave of 60 groups on one line pushed
+    the other columns off a table laid out by width); a worker or group name too long for
+    the line is cut with an ellipsis, never dropped."""
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    widths[2] = min(widths[2], MAX_WORKER_WIDTH)
+    room = max(MIN_GROUPS_WIDTH, width - sum(widths) - 2 * len(widths))
+    out = []
+    for wave, at_once, worker, groups in rows:
+        cells = [wave.ljust(widths[0]), at_once.rjust(widths[1]),
+                 _cut(worker, widths[2]).ljust(widths[2]), _cut(groups, room)]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+MAX_WORKER_WIDTH = 24
+MIN_GROUPS_WIDTH = 12
+
+
+def _cut(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _at_once(wave, max_parallel: int | None) -> int:
@@ -63,8 +89,3 @@ def findings(items: list[Finding], console) -> None:
         style = SEVERITY_STYLE[f.severity]
         console.print(f"[{style}]{f.severity}[/{style}] {escape(f.code)}{where}: "
                       f"{escape(f.message)}")
-
-
-def _short(text: str, width: int = 44) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"

@@ -32,6 +32,8 @@ def status(
     if spec_id and spec_id.endswith(".md"):
         spec_id = spec_id.rsplit("/", 1)[-1][:-3]
     state = load_state(state_path(project.execution_dir, spec_id)) if spec_id else None
+    if spec is not None and state is None and not project.resolve_spec(spec).exists():
+        _unknown(project, spec)
     if out.mode == "json":
         out.json({"ok": True, "project": str(project.root), "active_spec": active,
                   "spec": spec_id, "last_run": state.to_dict() if state else None})
@@ -60,3 +62,15 @@ def status(
     console.print(f"Tokens: {state.usage.total:,} · cost {format_cost(state.cost_usd)}")
     for ids, path, _ in kept_worktrees(state.groups.values()):
         console.print(f"Kept worktree for {', '.join(ids)}: {escape(path)}")
+
+
+def _unknown(project, given: str) -> None:
+    """A SPEC argument that names neither a spec nor a recorded run is bad input (exit 2),
+    naming the spec meant when one is close."""
+    from agentrun.cli.common import relpath, suggest_spec
+    from agentrun.errors import SpecError
+
+    suggest_spec(project.specs_dir, given)
+    raise SpecError(f"spec not found: {given}",
+                    hint=f"the specs are in {relpath(project.specs_dir)}; `agentrun status` "
+                         "alone shows the active one")

@@ -1,7 +1,8 @@
 """Before a run: commit the files agentrun itself put in the tree, so the base commit the
 workers start from holds what they are told about.
 
-`init` scaffolds `.specflow/` and adds `.specflow/runs/` to `.gitignore`; a user then writes
+`init` scaffolds `.specflow/` and adds `.specflow/runs/` (and the usual environment and cache
+folders) to `.gitignore`; a user then writes
 the spec. Without this, the first run either refused (the scaffolding was uncommitted) or
 folded the user's spec edit into the report commit after workers had run without it. Only
 these files are committed, in a commit of their own; any other change still stops the run.
@@ -17,14 +18,19 @@ from agentrun.fsutil import relpath
 from agentrun.project import Project
 from agentrun.spec.model import Spec
 
-GITIGNORE_ENTRY = ".specflow/runs/"  # the line `init` adds to .gitignore
+GITIGNORE_ENTRY = ".specflow/runs/"  # the run records' line `init` adds to .gitignore
+# the environment and cache folders `init` adds too: a `.venv` inside the project is thousands
+# of untracked files that would make every run's tree dirty
+GITIGNORE_FOLDERS = (".venv/", "venv/", "node_modules/", "__pycache__/", ".pytest_cache/",
+                     ".mypy_cache/", "dist/", "build/")
+GITIGNORE_ENTRIES = (GITIGNORE_ENTRY, *GITIGNORE_FOLDERS)
 # never part of the commit: the run's own records
 _RECORDS = (".specflow/runs/", ".specflow/execution/")
 
 
 def own_changes(root: Path, project: Project, spec: Spec) -> list[str]:
     """Uncommitted paths that are agentrun's to commit: the spec about to run, STATE.md,
-    PROJECT.md and config.yaml, and `.gitignore` when agentrun's entry is its only change."""
+    PROJECT.md and config.yaml, and `.gitignore` when `init`'s entries are its only change."""
     scaffolding = {relpath(p, root) for p in (project.project_md, project.state_md,
                                               project.root / CONFIG_FILE, spec.path)}
     gitignore = relpath(project.root / ".gitignore", root)
@@ -45,7 +51,8 @@ def _only_our_entry(root: Path, rel: str) -> bool:
 
 
 def _without_entry(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.strip() and line != GITIGNORE_ENTRY]
+    return [line for line in text.splitlines()
+            if line.strip() and line not in GITIGNORE_ENTRIES]
 
 
 def commit_message(spec: Spec, root: Path, paths: list[str]) -> str:
