@@ -127,7 +127,7 @@ def prepare_worktree(setup: SetupSettings, worktree: Path, sandbox: SandboxSetti
     box, _choice = make_sandbox(sandbox.mode, worktree, network=setup.network,
                                 home_allow=tuple(sandbox.home_allow), on_spawn=on_spawn,
                                 writable_paths=shared)
-    env, secrets = scrubbed_env(policy)
+    env, secrets = scrubbed_env(policy, worktree=worktree)
     env.update(cache_env(setup.cache_dir))
     try:
         result = box.run(setup.command, cwd=worktree, timeout_s=setup.timeout_s, env=env,

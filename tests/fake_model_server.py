@@ -22,6 +22,10 @@ Responses are served first-in first-out; when the queue is empty, `server.respon
 taking the `RecordedRequest`) is asked, and without one the server answers 400 "no response
 queued" (which the SDKs do not retry, so a test fails fast instead of hanging).
 
+`GET /v1/models` (what `agentrun run` asks first: does the endpoint answer, is the key good)
+is answered apart from the queue, with `models_reply` (a models list by default; an `Error` to
+refuse), and recorded in `server.preflights`, not in `server.requests`.
+
 In a test, use the `fake_model_server` fixture from conftest.py.
 """
 
@@ -39,6 +43,7 @@ from typing import Any
 ANTHROPIC_PATH = "/v1/messages"
 OPENAI_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
+MODELS_PATH = "/v1/models"
 
 
 # -- wire-format builders ---------------------------------------------------------------------
@@ -257,7 +262,8 @@ class RecordedRequest:
 
     @property
     def api(self) -> str:
-        if self.path.startswith(ANTHROPIC_PATH):
+        if self.path.startswith(ANTHROPIC_PATH) or (
+                self.path == MODELS_PATH and "anthropic-version" in self.headers):
             return "anthropic"
         return "responses" if self.path.startswith(RESPONSES_PATH) else "openai"
 
@@ -268,6 +274,8 @@ class FakeModelServer:
     def __init__(self, responder: Callable[[RecordedRequest], Response] | None = None) -> None:
         self.responder = responder
         self.requests: list[RecordedRequest] = []
+        self.preflights: list[RecordedRequest] = []  # GET /v1/models
+        self.models_reply: Response | None = None  # None: a list of one model
         self._queue: deque[Response] = deque()
         self._lock = threading.Lock()
         self._counter = 0
@@ -360,6 +368,23 @@ def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header("content-length", "0")
             self.end_headers()
+
+        def do_GET(self) -> None:  # noqa: N802 - the models list: a run's preflight
+            path = self.path.split("?", 1)[0]
+            recorded = RecordedRequest("GET", path,
+                                       {k.lower(): v for k, v in self.headers.items()}, b"",
+                                       None)
+            if path != MODELS_PATH:
+                self._send(404, {"error": {"message": f"unknown path {path}"}}, {})
+                return
+            with server._lock:
+                server.preflights.append(recorded)
+            reply = server.models_reply
+            if reply is None:
+                self._send(200, {"data": [{"id": "fake-model", "type": "model"}],
+                                 "object": "list"}, {})
+            else:
+                self._respond(recorded, reply, 0)
 
         def do_POST(self) -> None:  # noqa: N802 - http.server naming
             length = int(self.headers.get("content-length") or 0)

@@ -286,8 +286,13 @@ def _static_one(spec_arg: str, out, report, *, write: bool) -> int:
     if out.mode == "json":
         out.json({"ok": not result.critical, **result.to_dict(), "status": status})
     else:
-        _print_static(result, status, out.stdout)
+        _print_static(result, _status_words(parsed.status, status), out.stdout)
     return EXIT_FAILED if result.critical else EXIT_OK
+
+
+def _status_words(before: str | None, after: str | None) -> str | None:
+    """`draft → audited` when the checks changed the status, else the status."""
+    return f"{before or 'unset'} → {after}" if after != before else after
 
 
 def _print_static(result, status: str | None, console) -> None:
@@ -344,7 +349,7 @@ def _static_all(paths: list[Path], out, report, *, write: bool) -> int:
     from agentrun.project import find_project
     from agentrun.spec import load_spec
 
-    rows, docs, invalid, failing = [], [], 0, 0
+    rows, docs, invalid, failing, promoted = [], [], 0, 0, []
     project = find_project()
     for path in paths:
         try:
@@ -357,6 +362,8 @@ def _static_all(paths: list[Path], out, report, *, write: bool) -> int:
             rows.append((path.stem, "INVALID", "-", "-", "-", exc.message))
             continue
         status = _passed_status(project, parsed, result, write)
+        if status != parsed.status:
+            promoted.append(f"{parsed.id}: status {_status_words(parsed.status, status)}")
         doc = {**result.to_dict(), "status": status}
         docs.append(doc)
         failing += bool(result.critical)
@@ -377,4 +384,6 @@ def _static_all(paths: list[Path], out, report, *, write: bool) -> int:
     out.stdout.print(table)
     out.stdout.print(f"{len(paths)} spec(s): {invalid} invalid, {failing} with critical "
                      f"findings, {len(paths) - invalid - failing} passing")
+    for line in promoted:
+        out.stdout.print(f"{line} (passed the static checks)", markup=False)
     return code

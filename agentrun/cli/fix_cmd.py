@@ -46,7 +46,7 @@ def fix(
     a fix or a review); 2 when there is no review with open findings (run `agentrun review`
     first); 3 when the run cannot start.
     """
-    from agentrun.cli.run_cmd import report_run
+    from agentrun.cli.run_cmd import preflight_endpoint, report_run
     from agentrun.cli.run_settings import (
         capped_price,
         choose_executor,
@@ -104,6 +104,7 @@ def fix(
     out.progress(f"fixing {len(last.findings) + len(last.not_passed)} open finding(s) of "
                  f"Review v{last.version} of {relpath(path)} (sandbox {choice.describe()}"
                  f"{spend})")
+    preflight_endpoint(cfg, out)
     orchestrator = Orchestrator(project, loaded, plan, options, run_id=state.run_id)
     try:
         final = orchestrator.fix(state, cycles)

@@ -62,6 +62,7 @@ CONFIG_YAML = """# agentrun settings. Flags win over environment variables, then
 # Server URLs and API keys never go here: set OPENAI_BASE_URL / ANTHROPIC_API_KEY ... in the
 # environment or in ~/.config/agentrun/config.yaml (outside the repository).
 {validation_line}
+{copy_line}
 # max_parallel: 4
 # token_budget: 100000
 # worker_timeout_s: 1800
@@ -74,6 +75,30 @@ CONFIG_YAML = """# agentrun settings. Flags win over environment variables, then
 NO_TEST_COMMAND = ("# validation_command: python -m pytest -q   # no test command found: set the "
                    "one that runs\n#   your tests; without it workers and merges are not "
                    "validated")
+
+
+NO_COPY = ("# worktree_copy: [.env.test]      # untracked (git-ignored) files or folders every "
+           "worktree\n#   gets a copy of (a worktree holds tracked files only)")
+
+
+def node_copies(root: Path) -> list[str]:
+    """The `node_modules` folders a JavaScript project's worktrees need copied in: the root's
+    and those of its npm workspaces (their packages are linked from there, relative to the
+    copy, so each worktree imports its own)."""
+    if not (root / "package.json").is_file() or not (root / "node_modules").is_dir():
+        return []
+    try:
+        data = json.loads((root / "package.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    spaces = data.get("workspaces") if isinstance(data, dict) else None
+    if isinstance(spaces, dict):
+        spaces = spaces.get("packages")
+    patterns = [w for w in spaces if isinstance(w, str)] if isinstance(spaces, list) else []
+    nested = sorted({str(d.relative_to(root) / "node_modules") for w in patterns
+                     if not Path(w).is_absolute() and ".." not in Path(w).parts
+                     for d in root.glob(w) if (d / "node_modules").is_dir()})
+    return ["node_modules", *nested]
 
 
 def detect_test_command(root: Path) -> tuple[str, str] | None:
@@ -146,6 +171,24 @@ def _tracked_folders(root: Path, folders: list[str]) -> list[str]:
     return [f for f in folders if f.rstrip("/") in parts]
 
 
+def import_lines(root: Path, command: str | None) -> dict[str, list[str]]:
+    """What `init` says about imports: how workers' commands import their worktree's Python
+    code (`notes`), and what the user must set where agentrun cannot arrange it (`advice`)."""
+    import os
+
+    from agentrun.layout import editable_paths, import_advice, python_source_roots, virtualenvs
+
+    roots = [r for r in python_source_roots(root) if r != "."]
+    notes = []
+    if roots:
+        shown = ", ".join(f"{r}/" for r in roots)
+        editable = editable_paths(root, virtualenvs(root, os.environ))
+        why = (" (the editable install points at this checkout's)" if editable else "")
+        notes.append(f"imports: workers' commands put their own worktree's {shown} first on "
+                     f"PYTHONPATH{why}")
+    return {"notes": notes, "advice": import_advice(root, os.environ, command)}
+
+
 def init(
     path: Path = typer.Argument(Path("."), help="Project directory (default: here)."),
     json_out: bool = JSON_OPT,
@@ -161,11 +204,18 @@ def init(
         raise BadInput(f"not a directory: {path}", hint="create it first or pass another path")
     specflow = root / ".specflow"
     detected = detect_test_command(root)
+    gitignore = root / ".gitignore"
+    existing = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""
+    added, tracked = ignore_lines(root, existing)
+    copies = [] if "node_modules/" in tracked else node_copies(root)
     project_md = PROJECT_MD.format(test_command=f"`{detected[0]}`" if detected else
                                    "(none found; set `validation_command` in config.yaml)")
     config_yaml = CONFIG_YAML.format(validation_line=(
         f"validation_command: {detected[0]}   # found from {detected[1]}; must pass before "
-        "work counts as done" if detected else NO_TEST_COMMAND))
+        "work counts as done" if detected else NO_TEST_COMMAND), copy_line=(
+        f"worktree_copy: [{', '.join(copies)}]   # every worktree gets its own copy (npm "
+        "workspaces link their packages\n#   there), so its commands import its code"
+        if copies else NO_COPY))
     created, kept = [], []
     for rel, text in (("PROJECT.md", project_md), ("STATE.md", STATE_MD),
                       ("config.yaml", config_yaml)):
@@ -182,20 +232,19 @@ def init(
         else:
             target.mkdir(parents=True)
             created.append(target)
-    gitignore = root / ".gitignore"
-    existing = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""
-    added, tracked = ignore_lines(root, existing)
     if added:
         sep = "" if not existing or existing.endswith("\n") else "\n"
         atomic_write_text(gitignore, existing + sep + "".join(f"{line}\n" for line in added))
         if not existing:
             created.append(gitignore)
+    imports = import_lines(root, detected[0] if detected else None)
     rel = [str(p.relative_to(root)) for p in created]
     if out.mode == "json":
         out.json({"ok": True, "root": str(root), "created": rel,
                   "kept": [str(p.relative_to(root)) for p in kept],
                   "gitignore_added": added, "gitignore_tracked": tracked,
-                  "validation_command": detected[0] if detected else None})
+                  "validation_command": detected[0] if detected else None,
+                  "worktree_copy": copies, "imports": imports})
         return
     for p in rel:
         out.stdout.print(f"created {p}", markup=False)
@@ -212,5 +261,12 @@ def init(
                          if detected else "validation command: none found; runs will be "
                          "\"not validated\" until you set validation_command in "
                          ".specflow/config.yaml", markup=False)
+        if copies:
+            out.stdout.print(f"worktree copy: {', '.join(copies)} (each worktree gets its own, "
+                             "so its commands import its code)", markup=False)
+    for line in imports["notes"]:
+        out.stdout.print(line, markup=False)
+    for line in imports["advice"]:
+        out.warn(line)
     out.stdout.print("Next: `agentrun new \"Title\"` to start a spec, then `agentrun audit "
                      "--static` and `agentrun plan`.", markup=False)

@@ -235,6 +235,12 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
                                             config.price_overrides()), markup=False)
     setup_settings = worktree_setup(project, opts["setup"], limits.timeout_s)
     validation = opts["validation_command"] or config.validation_command
+    if validation:  # what the workers' checks would import, where agentrun cannot arrange it
+        from agentrun.layout import import_advice, node_advice
+
+        warnings += import_advice(project.root, os.environ, validation)
+        warnings += node_advice(project.root, config.worktree_copy,
+                                setup_settings.command if setup_settings else None)
     summary_console.print(f"Validation: {validation} (each worker, the base commit and each "
                           "wave's merged result)" if validation else
                           "Validation: none — results will be not validated (set "
@@ -249,6 +255,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
                       "sandbox": sandbox_choice.describe(), "review": review_plan(opts),
                       "estimate": estimate.to_dict()})
         return EXIT_OK
+    preflight_endpoint(cfg, out)  # before anything is made: no worktree, commit or record
     if tty and not opts["yes"] and not typer.confirm("Proceed?", default=True, err=True):
         out.progress("not started")
         return EXIT_OK
@@ -287,6 +294,17 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     if state.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_OK if state.status == "complete" else EXIT_FAILED
+
+
+def preflight_endpoint(cfg, out) -> None:
+    """The model endpoint answers and accepts the key (exit 2 naming it otherwise), before a
+    run or a fix creates anything; nothing to check for the scripted provider."""
+    from agentrun.providers.registry import provider_env
+    from agentrun.run.endpoint import check_endpoint
+
+    check = check_endpoint(cfg, provider_env())
+    if check is not None:
+        out.progress(f"model endpoint: {check.describe()}")
 
 
 def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:

@@ -153,7 +153,8 @@ class CliExecutor:
 
     def cli_env(self, task: AgentTask, extra: dict[str, str]) -> dict[str, str]:
         """A command's environment (allow-listed, no secrets) with the CLI on PATH."""
-        env, _secrets = scrubbed_env(task.command_policy or CommandPolicy())
+        env, _secrets = scrubbed_env(task.command_policy or CommandPolicy(),
+                                     worktree=Path(task.worktree))
         return {**env, "PATH": f"{Path(self.cli.exe).parent}:{env.get('PATH', '')}", **extra}
 
     def run_cli(self, argv: list[str], env: dict[str, str], task: AgentTask, attempt: Attempt,

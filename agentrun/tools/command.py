@@ -27,7 +27,7 @@ def execute_command(sandbox: Sandbox, command: str, root: Path, rules: CommandPo
                     timeout_s: float) -> ToolResult:
     """Run `command` in `sandbox` under `rules` (secrets scrubbed from its environment and
     redacted from its output); the deny list is checked by the caller."""
-    env, secrets = environment.scrubbed_env(rules)
+    env, secrets = environment.scrubbed_env(rules, worktree=root)
     result = sandbox.run(command, cwd=root, timeout_s=timeout_s, env=env,
                          max_output_chars=rules.max_output_chars,
                          redact=lambda text: environment.redact(text, secrets))

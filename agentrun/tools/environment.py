@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from agentrun.layout import import_env
 from agentrun.secrets import is_secret_name
 from agentrun.tools.base import CommandPolicy
 from agentrun.tools.redaction import REDACTED as REDACTED  # re-exported for callers
@@ -62,10 +63,12 @@ def discard_private_home() -> None:
 
 
 def command_env(extra: Iterable[str] = (), secret_suffixes: Iterable[str] | None = None,
-                environ: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+                environ: Mapping[str, str] | None = None, worktree: Path | None = None
+                ) -> tuple[dict[str, str], list[str]]:
     """The child environment, and the secret values of `environ` (longest first) to redact.
 
     A name the project allows explicitly is passed even if it looks secret: the user chose it.
+    With `worktree`, the command imports that worktree's Python code first (`layout`).
     """
     source = os.environ if environ is None else environ
     extra = frozenset(extra)
@@ -75,13 +78,16 @@ def command_env(extra: Iterable[str] = (), secret_suffixes: Iterable[str] | None
     env.update(NON_INTERACTIVE)
     for name, value in NO_BYTECODE.items():
         env.setdefault(name, value)  # unless the project passes its own (`command_env`)
+    if worktree is not None:
+        env.update(import_env(worktree, env))
     return env, _secret_values(source, secret_suffixes)
 
 
-def scrubbed_env(policy: CommandPolicy,
-                 environ: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
-    """The environment a command runs with under `policy`, and the secret values to redact."""
-    return command_env(policy.env_allow, policy.secret_suffixes, environ)
+def scrubbed_env(policy: CommandPolicy, environ: Mapping[str, str] | None = None,
+                 worktree: Path | None = None) -> tuple[dict[str, str], list[str]]:
+    """The environment a command runs with under `policy` (in `worktree`: importing its
+    code), and the secret values to redact."""
+    return command_env(policy.env_allow, policy.secret_suffixes, environ, worktree)
 
 
 def secret_values(policy: CommandPolicy, environ: Mapping[str, str] | None = None) -> list[str]:
