@@ -7,6 +7,7 @@ documented exit code. The CLI's single error boundary turns them into one friend
 from __future__ import annotations
 
 import errno
+import re
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the work ran but failed, was partial or blocked; audit found critical issues
@@ -94,16 +95,52 @@ _IN_THE_WAY = {errno.EISDIR: "is a folder where agentrun writes a file",
                errno.EEXIST: "is in the way: it exists, and is not the folder agentrun makes"}
 
 
+# the checkout (or a file in it) cannot be written: a read-only mount, missing permissions
+_NOT_WRITABLE = {errno.EROFS: "the file system is read-only",
+                 errno.EACCES: "permission denied", errno.EPERM: "not permitted"}
+# how git (a separate process) words the same
+_NOT_WRITABLE_TEXTS = ("Read-only file system", "Permission denied")
+NOT_WRITABLE_HINT = ("make it writable (e.g. `chmod -R u+w` on the checkout, or remount it "
+                     "read-write), or work in a writable clone")
+
+
+NOT_WRITABLE_ERRNOS = frozenset(_NOT_WRITABLE)
+
+
+def cannot_write(path: str, error_number: int) -> BadInput:
+    """Bad input (exit 2): `path` cannot be written (read-only, no permission)."""
+    why = _NOT_WRITABLE.get(error_number, "it cannot be written")
+    return BadInput(f"cannot write {path}: {why}", hint=NOT_WRITABLE_HINT)
+
+
 def path_error(exc: BaseException) -> BadInput | None:
     """Bad input (exit 2) an OSError stands for when a file or folder of the user's is in the
-    way of one agentrun writes (a folder given as --junit, a file named like .specflow)."""
-    if not isinstance(exc, OSError) or exc.errno not in _IN_THE_WAY:
+    way of one agentrun writes (a folder given as --junit, a file named like .specflow), or
+    when the checkout cannot be written (read-only, or not the user's to change)."""
+    if not isinstance(exc, OSError):
         return None
     path = exc.filename2 or exc.filename  # a rename's target is the path in question
     if not path:
         return None
+    if exc.errno in _NOT_WRITABLE:
+        return cannot_write(str(path), exc.errno)
+    if exc.errno not in _IN_THE_WAY:
+        return None
     return BadInput(f"{path} {_IN_THE_WAY[exc.errno]}",
                     hint="move what is in the way, or give another path")
+
+
+def not_writable(git_error: AgentrunError) -> BadInput | None:
+    """Bad input (exit 2) a failed git command stands for when it could not write the
+    repository (a read-only checkout, missing permissions), naming the path git names."""
+    found = re.search(r"'([^'\n]+)': (" + "|".join(_NOT_WRITABLE_TEXTS) + ")", git_error.message)
+    if found is None:
+        return BadInput(git_error.message, hint=NOT_WRITABLE_HINT) if any(
+            t in git_error.message for t in _NOT_WRITABLE_TEXTS) else None
+    why = "the file system is read-only" if found[2].startswith("Read") else "permission denied"
+    command = git_error.message.split(" failed in ", 1)[0]
+    return BadInput(f"cannot write {found[1]}: {why} ({command} failed)",
+                    hint=NOT_WRITABLE_HINT)
 
 
 def _size(n: int) -> str:

@@ -16,7 +16,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agentrun.errors import NO_SPACE_ERRNOS, BadInput, NoSpace
+from agentrun.errors import (
+    NO_SPACE_ERRNOS,
+    NOT_WRITABLE_ERRNOS,
+    BadInput,
+    NoSpace,
+    cannot_write,
+)
 
 
 def write_target(path: Path) -> Path:
@@ -84,6 +90,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except OSError as exc:
         if exc.errno in NO_SPACE_ERRNOS:
             raise NoSpace(relpath(link), len(data)) from None
+        if exc.errno in NOT_WRITABLE_ERRNOS:  # a read-only checkout: name the file, not a temp
+            raise cannot_write(relpath(link), exc.errno) from None
         raise
 
 

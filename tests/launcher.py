@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 
 _STARTUP_PREFIXES = ("PYTHON", "LC_")
@@ -137,11 +137,13 @@ def _startup_sensitive(name: str) -> bool:
 class Launcher:
     """One launcher process for this test process, started on first use."""
 
-    def __init__(self, script: Path, env: dict[str, str]) -> None:
+    def __init__(self, script: Path, env: dict[str, str], wrap: Sequence[str] = ()) -> None:
+        """`wrap`: a command the launcher runs under, e.g. bubblewrap with a read-only bind
+        mount (every call then sees the files as the launcher does)."""
         self.lock = threading.Lock()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.proc = subprocess.Popen([sys.executable, __file__, str(theirs.fileno()), str(script)],
-                                     pass_fds=[theirs.fileno()], env=env,
+        self.proc = subprocess.Popen([*wrap, sys.executable, __file__, str(theirs.fileno()),
+                                      str(script)], pass_fds=[theirs.fileno()], env=env,
                                      stdin=subprocess.DEVNULL)
         theirs.close()
         self.channel = ours

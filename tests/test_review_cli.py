@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from clirun import agentrun
-from runkit import make_project, scripted, spec_text, writes
+from runkit import make_project, scripted, spec_text, submit, writes
 
 SPEC = ".specflow/specs/SPEC-1.md"
 REVIEW = ["--provider", "scripted", "--script", ".specflow/script.yaml"]
@@ -172,3 +172,33 @@ def test_a_spec_without_acceptance_criteria_is_not_approved(ran_project):
     assert proc.returncode == 2, proc.stderr
     assert "no acceptance criteria" in proc.stderr
     assert spec.read_text() == before
+
+
+def test_a_review_after_a_partial_run_covers_what_landed_and_leaves_the_spec_to_finish(
+        tmp_path):
+    """G2 failed and G3, which needs it, was blocked: the review judges G1's work, but the
+    spec is not done — it keeps its status (so `run --resume` takes it), the command says the
+    spec is incomplete (exit 1 even on approval), and STATE.md points at `run --resume`."""
+    groups = [("G1", [], "one.txt"), ("G2", [], "two.txt"), ("G3", ["G2"], "three.txt")]
+    root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", groups), {
+        "groups": {"G1": writes("one.txt", "1\n"),
+                   "G2": [submit("failed", "cannot", error="compile error in two.txt")]},
+        "agents": {"code-reviewer": [review_turn([met(1, "one.txt:1"), met(2, "git diff")])]}})
+    run = agentrun("run", "SPEC-1", *scripted("--retries", "0"), cwd=root)
+    assert run.returncode == 1 and run.json["status"] == "partial", run.stderr
+    before = (root / SPEC).read_text()
+    proc = agentrun("review", "SPEC-1", *REVIEW, "--json", cwd=root)
+    assert proc.returncode == 1, proc.stderr
+    doc = proc.json
+    assert doc["result"] == "APPROVED" and not doc["ok"]
+    assert doc["incomplete"] == ["G2 failed", "G3 blocked"]
+    assert "SPEC-1 is incomplete: its last run did not complete G2 failed, G3 blocked" \
+        in proc.stderr and "agentrun run SPEC-1 --resume" in proc.stderr
+    text = (root / SPEC).read_text()
+    assert status(text) == status(before) == "audited"
+    assert text == before.rstrip("\n") + "\n\n## Review History\n\n" + doc["history_entry"] \
+        + "\n"
+    state = (root / ".specflow/STATE.md").read_text()
+    assert "**Next Step:** finish the run: `agentrun run SPEC-1 --resume` (G2 failed, G3 " \
+           "blocked), then review again" in state
+    assert "archive" not in state and "**Status:** failed" in state

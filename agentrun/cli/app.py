@@ -13,7 +13,13 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
-from agentrun.errors import EXIT_INTERRUPTED, AgentrunError, no_space, path_error
+from agentrun.errors import (
+    EXIT_INTERRUPTED,
+    AgentrunError,
+    no_space,
+    not_writable,
+    path_error,
+)
 
 if TYPE_CHECKING:
     import typer
@@ -162,7 +168,11 @@ def _run(app: typer.Typer, args: list[str], out: Any) -> int:
             raise interrupt from None
         if os.environ.get("AGENTRUN_DEBUG"):
             raise
-        exc = no_space(exc) or exc  # a git command that met a full disk
+        from agentrun.gitcli import GitError
+
+        # a git command that met a full disk, or a checkout it cannot write
+        exc = no_space(exc) or (not_writable(exc) if isinstance(exc, GitError) else None) \
+            or exc
         _report(out, exc.message, exc.hint, exc.exit_code, type(exc).__name__)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -159,6 +159,10 @@ def _model_one(spec_arg: str, out, opts: dict[str, Any], report) -> int:
 
     project, path = project_for_spec(spec_arg)
     options, sandbox = _options(project, opts)
+    if not options.dry_run:  # the verdict is written into the spec: found before the model
+        from agentrun.run.session import check_writable
+
+        check_writable([path.resolve().parent])
     out.progress(f"auditing {relpath(path)} (sandbox {sandbox})")
     result = audit_spec(path, project, model_access(project, opts), options)
     report([result])
@@ -178,6 +182,10 @@ def _model_all(project: Project, out, opts: dict[str, Any], max_parallel: int,
 
     options, sandbox = _options(project, opts)
     paths = project.spec_paths()
+    if not options.dry_run:
+        from agentrun.run.session import check_writable
+
+        check_writable(list({p.resolve().parent for p in paths}))
     out.progress(f"auditing {len(paths)} spec(s), up to {max_parallel} at once (sandbox "
                  f"{sandbox})")
 

@@ -62,7 +62,6 @@ CONFIG_YAML = """# agentrun settings. Flags win over environment variables, then
 # Server URLs and API keys never go here: set OPENAI_BASE_URL / ANTHROPIC_API_KEY ... in the
 # environment or in ~/.config/agentrun/config.yaml (outside the repository).
 {validation_line}
-{copy_line}
 # max_parallel: 4
 # token_budget: 100000
 # worker_timeout_s: 1800
@@ -75,10 +74,6 @@ CONFIG_YAML = """# agentrun settings. Flags win over environment variables, then
 NO_TEST_COMMAND = ("# validation_command: python -m pytest -q   # no test command found: set the "
                    "one that runs\n#   your tests; without it workers and merges are not "
                    "validated")
-
-
-NO_COPY = ("# worktree_copy: [.env.test]      # untracked (git-ignored) files or folders every "
-           "worktree\n#   gets a copy of (a worktree holds tracked files only)")
 
 
 def node_copies(root: Path) -> list[str]:
@@ -212,10 +207,10 @@ def init(
                                    "(none found; set `validation_command` in config.yaml)")
     config_yaml = CONFIG_YAML.format(validation_line=(
         f"validation_command: {detected[0]}   # found from {detected[1]}; must pass before "
-        "work counts as done" if detected else NO_TEST_COMMAND), copy_line=(
-        f"worktree_copy: [{', '.join(copies)}]   # every worktree gets its own copy (npm "
+        "work counts as done" if detected else NO_TEST_COMMAND) + (
+        f"\nworktree_copy: [{', '.join(copies)}]   # every worktree gets its own copy (npm "
         "workspaces link their packages\n#   there), so its commands import its code"
-        if copies else NO_COPY))
+        if copies else ""))
     created, kept = [], []
     for rel, text in (("PROJECT.md", project_md), ("STATE.md", STATE_MD),
                       ("config.yaml", config_yaml)):

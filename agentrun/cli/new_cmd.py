@@ -8,7 +8,8 @@ from pathlib import Path
 
 import typer
 
-from agentrun.cli.common import JSON_OPT, output
+from agentrun.cli.common import JSON_OPT, output, relpath
+from agentrun.errors import NOT_WRITABLE_ERRNOS, cannot_write
 from agentrun.spec.template import render
 
 _NUMBERED = re.compile(r"^SPEC-(\d+)", re.I)
@@ -68,7 +69,12 @@ def create_spec(specflow: Path, title: str) -> tuple[str, Path]:
         spec_id = f"SPEC-{number:0{width}d}"
         target = specs / f"{spec_id}.md"
         tmp = specs / f".{spec_id}.md.{os.getpid()}.tmp"
-        tmp.write_text(render(spec_id, title), encoding="utf-8")
+        try:
+            tmp.write_text(render(spec_id, title), encoding="utf-8")
+        except OSError as exc:  # a read-only checkout: name the spec, not the temp file
+            if exc.errno not in NOT_WRITABLE_ERRNOS:
+                raise
+            raise cannot_write(relpath(target), exc.errno) from None
         try:
             os.link(tmp, target)  # fails if the name exists: no overwrite, no half file
         except FileExistsError:

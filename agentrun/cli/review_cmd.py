@@ -38,20 +38,26 @@ def review(
     The reviewer judges each acceptance criterion (met, not met, cannot tell, with evidence)
     and lists findings; the result is APPROVED only when every criterion is met with evidence
     and nothing critical or major was found. The `### Review vN` entry is appended to the
-    spec's ## Review History and its status becomes `done` (exit 0) or `review` (exit 1). A
-    reviewer that submits no review is not an approval (exit 1, nothing written). No run to
-    review exits 2; no configured model 3.
+    spec's ## Review History and its status becomes `done` (exit 0) or `review` (exit 1). After
+    a run that did not complete (a group failed, its dependents blocked) the review covers
+    what landed, the spec stays as it is (incomplete: exit 1) and STATE.md's next step is
+    `run --resume` (or `fix`). A reviewer that submits no review is not an approval (exit 1,
+    nothing written). No run to review exits 2; no configured model 3.
     """
     from agentrun.cli.common import pin_to_last_run
     from agentrun.project import project_for_spec
     from agentrun.review.reviewer import ReviewOptions, review_spec
     from agentrun.review.verdict import ReviewResult
+    from agentrun.run.session import check_writable
     from agentrun.sandbox.choice import resolve
     from agentrun.spec import load_spec
 
     out = output(json_out)
     project, path = project_for_spec(spec)
     project = pin_to_last_run(project, load_spec(path), out, "the review")
+    # the verdict is written into the spec and STATE.md: a read-only checkout is found before
+    # the reviewer spends anything
+    check_writable([path.resolve().parent, project.specflow])
     settings, choice = resolve(sandbox, False, project.config.sandbox)
     limits = {k: v for k, v in {"max_steps": max_steps, "token_budget": token_budget}.items()
               if v is not None}
@@ -65,14 +71,19 @@ def review(
 
         write_junit(junit, review_junit(result))
     approved = result.result == ReviewResult.APPROVED
+    done = approved and not result.incomplete
     if out.mode == "json":
-        out.json({"ok": approved, **result.to_dict(), "sandbox": choice.describe()})
+        out.json({"ok": done, **result.to_dict(), "sandbox": choice.describe()})
     else:
         _print(result, out.stdout)
+    if result.incomplete:
+        out.warn(f"{result.spec_id} is incomplete: its last run did not complete "
+                 f"{', '.join(result.incomplete)}; this review covers what landed. Finish it "
+                 f"with `agentrun run {result.spec_id} --resume`")
     if result.error:
         out.error(result.error, "review again, or use a stronger model (--model); raise "
                                 "--max-steps or --token-budget if it ran out")
-    raise typer.Exit(EXIT_OK if approved else EXIT_FAILED)
+    raise typer.Exit(EXIT_OK if done else EXIT_FAILED)
 
 
 def model_access(project, provider: str | None, model: str | None, script: Path | None):

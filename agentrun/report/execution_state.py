@@ -132,6 +132,12 @@ class RunState(BaseModel):
         costs += [r.cost_usd for r in self.reviews]
         return None if any(c is None for c in costs) else round(sum(costs), 6)
 
+    def unfinished(self) -> list[str]:
+        """The spec's groups the run did not complete, in words ("G2 failed", "G3 blocked");
+        a fix batch (wave `fix-N`) is the review's work, not the spec's."""
+        return [f"{g.id} {g.status}" for g in self.groups.values()
+                if g.status != Status.COMPLETE and not g.wave.startswith("fix-")]
+
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for g in self.groups.values():

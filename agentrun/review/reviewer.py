@@ -71,6 +71,8 @@ class SpecReview:
     status: str | None = None  # the spec's new frontmatter status
     usage: Usage = field(default_factory=Usage)
     steps: int = 0
+    # the spec's groups the reviewed run did not complete: the review covers what landed
+    incomplete: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         review = self.review.model_dump(mode="json") if self.review else None
@@ -78,7 +80,7 @@ class SpecReview:
                 "result": str(self.result), "error": self.error, "criteria": self.criteria,
                 "review": review, "review_version": self.version, "history_entry": self.entry,
                 "frontmatter_status": self.status, "steps": self.steps,
-                "usage": self.usage.to_dict()}
+                "usage": self.usage.to_dict(), "incomplete": self.incomplete}
 
 
 def reviewer_agent(overrides_root: Path | None) -> AgentDefinition:
@@ -103,7 +105,8 @@ def review_spec(path: Path | str, project: Project, access: ModelAccess,
                        hint="add a `## Acceptance Criteria` list of `- [ ]` items, then "
                             "review again")
     result = SpecReview(spec.id, spec.path, given.state.run_id,
-                        ReviewResult.CHANGES_REQUESTED, criteria)
+                        ReviewResult.CHANGES_REQUESTED, criteria,
+                        incomplete=given.state.unfinished())
     agent = reviewer_agent(project.overrides_root)
     jail, _ = make_sandbox(options.sandbox, project.root, writable=False)
     limits = limits_for(spec.complexity, agent, {
@@ -136,16 +139,22 @@ def _record(result: SpecReview, review: Review, spec: Spec, project: Project, mo
     result.entry = render_entry(ReviewEntry(
         version=result.version, when=options.now(), result=result.result,
         reviewer=f"{REVIEWER} ({model})", criteria=result.criteria, review=review))
-    result.status = STATUS_FOR[result.result]
     new = append_to_section(spec.text, SECTION, result.entry)
-    new = set_frontmatter_value(new, "status", result.status)
+    approved = result.result == ReviewResult.APPROVED
+    fix = (f"fix the findings of Review v{result.version}, then run `agentrun review "
+           f"{spec.id}`")
+    if result.incomplete:  # a partial run: its spec is not done, whatever the verdict
+        result.status = spec.status  # unchanged, so `run --resume` still takes it
+        next_step = (f"finish the run: `agentrun run {spec.id} --resume` "
+                     f"({', '.join(result.incomplete)}), then review again"
+                     + ("" if approved else f"; or {fix} (`agentrun fix {spec.id}`)"))
+    else:
+        result.status = STATUS_FOR[result.result]
+        new = set_frontmatter_value(new, "status", result.status)
+        next_step = "archive the spec" if approved else fix
     parse_spec(new, spec.path)  # what we write must read back (SpecError otherwise)
     replace_if_unchanged(spec.path, spec.text, new, "review")
     if project.state_md.is_file():
-        approved = result.result == ReviewResult.APPROVED
         update_state_file(project.state_md, StateUpdate(
-            spec.id, status=result.status,
-            next_step="archive the spec" if approved else f"fix the findings of Review "
-                                                          f"v{result.version}, then run "
-                                                          f"`agentrun review {spec.id}`",
-            when=f"{options.now():%Y-%m-%d %H:%M}"))
+            spec.id, status=None if result.incomplete else result.status,
+            next_step=next_step, when=f"{options.now():%Y-%m-%d %H:%M}"))

@@ -225,6 +225,8 @@ class ReviewStep:
         state = self.state
         if self.host.cancel.is_set():
             state.status = RunStatus.INTERRUPTED
+        elif approved and state.unfinished():  # `fix` after a partial run: still partial
+            state.status = RunStatus.PARTIAL
         elif approved:
             state.status, state.stop_reason = RunStatus.COMPLETE, None
         else:
@@ -258,6 +260,11 @@ def review_position(state: RunState) -> tuple[str, str, str] | None:
     if state.status == RunStatus.INTERRUPTED:
         return "Interrupted during review", "review", \
             f"`agentrun review {state.spec_id}`"
+    unfinished = state.unfinished()
+    if unfinished:  # a fix after a partial run: whatever the review, the spec is not done
+        return (f"Incomplete: {', '.join(unfinished)} (Review v{last.version}: "
+                f"{last.result})", str(state.status),
+                f"finish the run: `agentrun run {state.spec_id} --resume`")
     if last.version is None:
         return "Complete, not approved (no review submitted)", "review", \
             f"`agentrun review {state.spec_id}`"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agentrun import workspace
-from agentrun.errors import CannotStart, NoSpace, no_space
+from agentrun.errors import BadInput, CannotStart, NoSpace, no_space
 from agentrun.fsutil import check_file_or_absent, check_folder_or_absent, check_link_inside
 from agentrun.project import find_project
 from agentrun.report.execution_state import state_path
@@ -66,7 +66,7 @@ def preflight(root: Path, spec: Spec, *, allow_dirty: bool) -> list[str]:
 
 
 def check_writable(folders: list[Path]) -> None:
-    """Refuse to start (exit 3) when a folder the run writes to cannot take a new file.
+    """Refuse to start (exit 2) when a folder the run writes to cannot take a new file.
 
     A run that found out at its end could not record work it had already merged. A real
     file is created and removed, so read-only mounts count too, not just permission bits. A
@@ -80,9 +80,9 @@ def check_writable(folders: list[Path]) -> None:
             os.close(fd)
             os.unlink(probe)
         except OSError as exc:
-            raise CannotStart(f"cannot write to {folder}: {exc.strerror or exc}",
-                              hint=f"make it writable (e.g. `chmod u+w {folder}`) and run "
-                                   "again") from None
+            raise BadInput(f"cannot write to {folder}: {exc.strerror or exc}",
+                           hint=f"make it writable (e.g. `chmod u+w {folder}`) and run "
+                                "again") from None
 
 
 @contextlib.contextmanager
