@@ -57,7 +57,7 @@ _USAGE_KEYS = {"input_tokens", "output_tokens", "cache_read_tokens", "cache_writ
 _STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "refusal", "other"}
 _TOP_KEYS = {"default", "agents", "groups"}
 _SCRIPT_HINT = ("A script is a list of turns, or a mapping with `default`, `agents` and "
-                "`groups`; see agentrun/providers/scripted.py for the format.")
+                "`groups`; see docs/scripted-provider.md for the format.")
 
 
 @dataclass
