@@ -240,6 +240,7 @@ def test_wave_jobs_use_the_plan_matrix_and_hand_on_bundles():
                        if s.get("uses", "").startswith(DOWNLOAD) and "name" in s["with"]]
                 assert f"agentrun-aggregate-{n - 1}" in got
                 assert 'git checkout -q --detach "$BASE"' in script(job)
+                assert '[[ "$BASE" =~ ^[0-9a-f]{40}([0-9a-f]{24})?$ ]]' in script(job)
                 assert f"needs.aggregate-{n - 1}.outputs.status == 'running'" in job["if"]
 
 
