@@ -281,6 +281,7 @@ def test_pinned_actions_and_the_token_only_where_it_pushes():
     # data only: an empty repository with hooks off, the bundle checked before the push
     assert 'git init -q --bare "$RUNNER_TEMP/publish"' in push
     assert "git config core.hooksPath /dev/null" in push
+    assert "git config transfer.fsckObjects true" in push  # malformed objects refused
     assert push.index("merge-base --is-ancestor \"$START\"") < push.index(" push ")
     assert '"$commit:$GITHUB_REF"' in push and "--force" not in push and "+$commit" not in push
 
