@@ -1,4 +1,5 @@
-"""File locks in the shared git dir: one run per project, and one worktree change at a time.
+"""File locks in the shared git dir: one run per project, and one worktree change at a time;
+and git's own lock files, which a killed git process leaves behind.
 
 Both locks use fcntl.flock on a file in `<git-common-dir>`, which every worktree of the
 repository shares. flock belongs to the open file, so the operating system drops it when the
@@ -20,9 +21,15 @@ from pathlib import Path
 from types import TracebackType
 
 from agentrun.errors import CannotStart
-from agentrun.gitcli import run_git
+from agentrun.gitcli import git, run_git
 
 RUN_LOCK_NAME = "agentrun-run.lock"
+# git's lock files a run's commits and merges take (paths for `git rev-parse --git-path`);
+# `{branch}` is the branch the run merges into
+GIT_LOCKS = ("index.lock", "HEAD.lock", "refs/heads/{branch}.lock", "packed-refs.lock")
+# a git operation in progress in the checkout: a run must not commit into the middle of it
+IN_PROGRESS = {"MERGE_HEAD": "merge", "CHERRY_PICK_HEAD": "cherry-pick",
+               "REVERT_HEAD": "revert"}
 WORKTREE_LOCK_NAME = "agentrun-worktree.lock"
 
 
@@ -149,3 +156,86 @@ def _describe_holder(fd: int) -> str:
         return "holder not yet recorded"
     return (f"pid {data.get('pid', '?')}, run {data.get('run_id', '?')}, "
             f"started {data.get('started', '?')}")
+
+
+def boot_time() -> float | None:
+    """When this machine started (seconds since the epoch), where the system says (Linux)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            for line in stat:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def running_git(root: Path) -> list[int]:
+    """Pids of the git processes working in the repository at `root` (their directory is in
+    it or in its git dir; one whose directory cannot be read counts too), where the system
+    lists them (Linux): who may hold a lock there."""
+    places = {Path(root).resolve(), git_common_dir(root)}
+    pids = []
+    for entry in Path("/proc").glob("[0-9]*/comm") if Path("/proc").is_dir() else []:
+        try:
+            if entry.read_text(encoding="utf-8", errors="replace").strip() != "git":
+                continue
+            cwd = Path(os.readlink(entry.parent / "cwd"))
+        except PermissionError:
+            cwd = None
+        except (OSError, ValueError):
+            continue
+        if cwd is None or any(cwd == p or p in cwd.parents for p in places):
+            pids.append(int(entry.parent.name))
+    return sorted(pids)
+
+
+def clear_git_locks(root: Path, branch: str) -> list[str]:
+    """Find git's lock files in the checkout at `root` and its branch's refs before a run
+    commits or merges there; returns what was removed, in words.
+
+    git writes `index.lock` (and `HEAD.lock`, a ref's `.lock`) while it changes them and
+    deletes it when done; a git process that was killed leaves it, and every later commit or
+    merge fails with "File exists". git does not record who holds a lock, so a lock counts as
+    stale only when nothing running can own it: written before this machine last started (no
+    process outlives a boot). That one is removed. Any other is refused (CannotStart, exit
+    3) naming the file — a git command may be running (an editor's, a terminal's), and
+    removing its lock would let two writers corrupt the index. A merge, cherry-pick or
+    revert in progress is refused too: a run's commits would land in the middle of it.
+    """
+    names = [n.format(branch=branch) for n in GIT_LOCKS] + list(IN_PROGRESS)
+    args = [a for n in names for a in ("--git-path", n)]
+    paths = [Path(root) / p for p in git("rev-parse", *args, cwd=root).splitlines()]
+    removed: list[str] = []
+    booted = boot_time()
+    for name, path in zip(names, paths, strict=True):
+        if name in IN_PROGRESS:
+            if path.exists():
+                what = IN_PROGRESS[name]
+                raise CannotStart(
+                    f"a {what} is in progress in {root} ({path} exists); a run would commit "
+                    "into the middle of it",
+                    hint=f"finish it (`git commit`) or abandon it (`git {what} --abort`), then "
+                         "run again")
+            continue
+        try:
+            modified = path.lstat().st_mtime
+        except FileNotFoundError:
+            continue
+        when = datetime.fromtimestamp(modified, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        if booted is not None and modified < booted:
+            path.unlink(missing_ok=True)
+            removed.append(f"removed the stale git lock {path} (written {when}, before this "
+                           "machine last started: its git process is gone)")
+            continue
+        running = running_git(root)
+        who = (f"git is running in this repository now (pid "
+               f"{', '.join(map(str, running[:5]))}): wait for it" if running else
+               "no git process is running in this repository now, so a killed one most "
+               "likely left it")
+        raise CannotStart(
+            f"git's lock file {path} exists (written {when}): {who}; every commit and merge "
+            "of the run would fail on it",
+            hint=f"once no git command is running in this repository, remove it (`rm {path}`) "
+                 "and run again")
+    return removed

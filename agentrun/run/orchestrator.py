@@ -88,6 +88,7 @@ class Orchestrator:
         self.fix_groups: dict[str, GroupAssignment] = {}  # fix batches: their one group
         self.reviews = ReviewStep(self, options.review) if options.review else None
         self.adopter: Adopter | None = None  # a resume's take-over of the dead run's work
+        self.notes: list[str] = []  # what the checks before the run set right: warnings
 
     @property
     def state(self) -> RunState:
@@ -143,7 +144,8 @@ class Orchestrator:
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
         """Preflight, the run lock, signal handlers and the events file around a run."""
-        own = preflight(self.root, self.spec, allow_dirty=self.options.allow_dirty)
+        checked = preflight(self.root, self.spec, allow_dirty=self.options.allow_dirty)
+        own = checked.own
         with run_lock(self.root, self.run_id), cancel_on_signals(
                 self.cancel, lambda name: self.record.emit({"type": "interrupt",
                                                             "signal": name})):
@@ -151,6 +153,9 @@ class Orchestrator:
                 remove_stale_temps(path)  # a killed run's half-done writes: ours to clear
             self.record.open_events()
             try:
+                for note in checked.notes:
+                    self.notes.append(note)
+                    self.record.emit({"type": "warning", "message": note})
                 commit = commit_own_changes(self.root, self.spec, own)
                 if commit:
                     self.record.emit({"type": "committed", "commit": commit, "paths": own,
@@ -160,6 +165,7 @@ class Orchestrator:
                 self.record.close_events()
 
     def begin(self, state: RunState) -> None:
+        state.warnings.extend(n for n in self.notes if n not in state.warnings)
         self._state = state
         # agents and prompts: the run's start commit's, whatever the working tree holds now
         self.project.start_at(state.start_commit or state.base_commit)

@@ -12,11 +12,13 @@ import signal
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrun import workspace
 from agentrun.errors import BadInput, CannotStart, NoSpace, no_space
 from agentrun.fsutil import check_file_or_absent, check_folder_or_absent, check_link_inside
+from agentrun.gitlock import clear_git_locks
 from agentrun.project import find_project
 from agentrun.report.execution_state import state_path
 from agentrun.report.state_md import read_state_md
@@ -27,16 +29,23 @@ from agentrun.spec.model import Spec
 OWN_PATHS = (".specflow/runs/", ".specflow/execution/", ".specflow/STATE.md")
 
 
-def preflight(root: Path, spec: Spec, *, allow_dirty: bool) -> list[str]:
-    """Refuse to start (exit 3) when the repository is not in a state we can work in.
+@dataclass
+class Preflight:
+    """What the checks before a run found: agentrun's own uncommitted files (own_files), to
+    commit once the run lock is held, and what was set right (a stale git lock removed)."""
 
-    Returns the uncommitted files that are agentrun's own (own_files), to commit once the
-    run lock is held."""
+    own: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def preflight(root: Path, spec: Spec, *, allow_dirty: bool) -> Preflight:
+    """Refuse to start (exit 3) when the repository is not in a state we can work in."""
     branch = workspace.current_branch(root)
     if branch is None:
         raise CannotStart("HEAD is detached; a run merges into a branch",
                           hint="check out the branch to merge into, e.g. `git switch main`")
     workspace.head_commit(root)  # CannotStart when there is no commit yet
+    notes = clear_git_locks(root, branch)  # before any commit, merge or model call
     project = find_project(root)  # the checkout's, never one found next to the spec
     for path in (spec.path, project.state_md):
         check_link_inside(path, root)  # BadInput: a target outside the repository
@@ -62,7 +71,7 @@ def preflight(root: Path, spec: Spec, *, allow_dirty: bool) -> list[str]:
         raise CannotStart(f"uncommitted changes to files this spec touches: "
                           f"{', '.join(overlap)}",
                           hint="commit or stash them first; a merge could overwrite them")
-    return own
+    return Preflight(own, notes)
 
 
 def check_writable(folders: list[Path]) -> None:
