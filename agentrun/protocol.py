@@ -77,6 +77,8 @@ class StopReason(StrEnum):
     INTEGRATION = "integration"  # a run's: a wave's merged result failed the validation command
     REVIEW = "review"  # a run's: the reviewer did not approve its merged result
     COST_CAP = "cost_cap"  # a run's (and its stopped workers'): the spending cap was reached
+    # a run's (and its unmerged groups'): its branch was switched or reset under it
+    TARGET_MOVED = "target_moved"
 
 
 class RunStatus(StrEnum):
@@ -88,6 +90,9 @@ class RunStatus(StrEnum):
     FAILED = "failed"
     ABORTED = "aborted"
     INTERRUPTED = "interrupted"
+    # the work merged; the review that decides `complete` runs (or was stopped before its
+    # verdict: `run --resume` or `agentrun review` completes it)
+    REVIEWING = "reviewing"
 
 
 Executor = Literal["builtin", "claude-code", "codex"]  # config `executor:`, `run --executor`

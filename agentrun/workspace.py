@@ -26,7 +26,8 @@ from agentrun.gitlock import RunLock, git_common_dir, worktree_lock
 __all__ = [
     "GitError", "MergeResult", "RunLock", "Worktree", "branch_exists", "changed_files",
     "commit_all", "commits_since", "create_worktree", "current_branch", "dirty_paths",
-    "ensure_identity", "git", "git_common_dir", "head_commit", "index_path", "is_ancestor",
+    "ensure_identity", "forget_worktree", "git", "git_common_dir", "head_commit",
+    "index_path", "is_ancestor",
     "merge_branch", "populate_worktree", "ref_exists", "remove_worktree", "repo_root",
     "resolve_ref", "verify_commits", "worktree_lock",
 ]
@@ -34,6 +35,8 @@ __all__ = [
 FALLBACK_NAME = "agentrun"
 FALLBACK_EMAIL = "agentrun@localhost"
 _COMMIT_ID = re.compile(r"[0-9a-fA-F]{4,64}")
+# a worktree being removed: its folder renamed `.<name>.removing-<pid>` beside it, then deleted
+REMOVING = ".removing-"
 
 
 # --- queries ---------------------------------------------------------------------------------
@@ -186,8 +189,10 @@ def create_worktree(root: Path, path: Path, branch: str, base: str, *,
             return Worktree(path, branch, base_sha)
         if not branch_exists(root, branch):
             raise GitError(args, proc.returncode, proc.stderr, Path(root))
-        git("worktree", "prune", cwd=root)  # forget worktrees whose directories were deleted
         holder = _checkout_of(root, branch)
+        if holder is not None and not holder.exists():  # ours; someone deleted its folder
+            forget_worktree(root, holder)
+            holder = None
         if holder is None:
             git("worktree", "add", "--quiet", *lazy, str(path), branch, cwd=root)
         elif holder.resolve() != path.resolve():
@@ -216,6 +221,19 @@ def populate_worktree(worktree: Path) -> bool:
     return True
 
 
+def forget_worktree(root: Path, path: Path) -> None:
+    """Make git forget the worktree at `path`, whose directory is gone: exactly that one. A
+    bare `git worktree prune` would also forget every worktree of the user's whose disk is
+    not mounted right now (an offline or removable drive), and it would lose its link to
+    the repository."""
+    wanted = {str(path), str(Path(path).resolve())}
+    listed = [line[len("worktree "):] for line in
+              git("worktree", "list", "--porcelain", "-z", cwd=root).split("\0")
+              if line.startswith("worktree ")]
+    for known in (p for p in listed[1:] if p in wanted):  # never the main worktree
+        git("worktree", "remove", "--force", known, cwd=root)
+
+
 def _checkout_of(root: Path, branch: str) -> Path | None:
     """The worktree directory where `branch` is checked out, if any (the main one included)."""
     current: Path | None = None
@@ -238,13 +256,13 @@ def remove_worktree(root: Path, wt: Worktree, *, delete_branch: bool = True) -> 
     aside: Path | None = None
     with worktree_lock(root):
         if (wt.path / ".git").is_file():  # a linked worktree (the main one has a directory)
-            aside = wt.path.with_name(f".{wt.path.name}.removing-{os.getpid()}")
+            aside = wt.path.with_name(f".{wt.path.name}{REMOVING}{os.getpid()}")
             os.rename(wt.path, aside)
-            git("worktree", "prune", cwd=root)  # forget it: its directory is gone
+            forget_worktree(root, wt.path)  # its directory is gone (aside)
         elif wt.path.exists():
             git("worktree", "remove", "--force", str(wt.path), cwd=root)
         else:
-            git("worktree", "prune", cwd=root)  # forget the directory someone deleted
+            forget_worktree(root, wt.path)  # the directory someone deleted
         if delete_branch:
             proc = run_git("branch", "-D", wt.branch, cwd=root)
             if proc.returncode != 0 and branch_exists(root, wt.branch):

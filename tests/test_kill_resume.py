@@ -140,3 +140,69 @@ def test_sigkill_then_resume_adopts_and_leaves_nothing(tmp_path, point):
 def _run_events(result: dict) -> list[dict]:
     path = Path(result["run_dir"]) / "events.ndjson"
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_run_killed_during_its_review_is_not_finished_and_resume_reviews_it(tmp_path):
+    """The review is part of the run: until its verdict no state says complete; killed during
+    it, the run stays unfinished, and `--resume` (past the spec's `review` status) reviews
+    it again without redoing the merged work."""
+    from test_review_cli import met, review_turn
+
+    approve = {**review_turn([met(1, "src/a.py:1"), met(2, "git diff --stat")]),
+               "latency_s": 0.8}
+    script = {"groups": {"G1": writes("src/a.py", "# G1\n")},
+              "agents": {"code-reviewer": [approve]}}
+    root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", FIVE[:1]), script)
+    state_file = root / ".specflow/execution/SPEC-1-state.json"
+    proc = subprocess.Popen([str(ENTRY_POINT), "run", "SPEC-1", *scripted(review=True)],
+                            cwd=root, env=cli_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: any(e["type"] == "review_start" for e in events(root)))
+        during = json.loads(state_file.read_text())
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert not any(e["type"] == "review_done" for e in events(root))  # killed mid-review
+    after = json.loads(state_file.read_text())
+    for state in (during, after):
+        assert state["status"] == "reviewing" and state["finished"] is None, state
+    assert "status: review" in (root / ".specflow/specs/SPEC-1.md").read_text()
+    merged = run_git(root, "rev-parse", "HEAD")
+
+    resumed = agentrun("run", "SPEC-1", *scripted("--resume", review=True), cwd=root)
+    assert resumed.returncode == 0, resumed.stderr
+    doc = resumed.json
+    assert doc["status"] == "complete" and doc["review"]["result"] == "APPROVED"
+    assert not any(e["type"] == "worker_start" for e in _run_events(doc))
+    assert merges(root, merged) == []  # G1's merge stands; nothing merged again
+    assert "status: done" in (root / ".specflow/specs/SPEC-1.md").read_text()
+
+
+def test_agentrun_review_concludes_a_run_stopped_during_its_review(tmp_path):
+    """`agentrun review` of such a run decides it as the run's own review would have."""
+    from agentrun.project import Project
+    from agentrun.report.execution_state import GroupState, RunState, load_state, save_state
+    from agentrun.review.reviewer import SpecReview
+    from agentrun.review.verdict import ReviewResult
+    from agentrun.run.review_step import conclude_review
+
+    root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", FIVE[:1]), {})
+    project = Project(root)
+    path = project.execution_dir / "SPEC-1-state.json"
+    state = RunState(run_id="20260101-000000-abcd", spec_id="SPEC-1", spec_path="s.md",
+                     mode="single", base_commit="0" * 40, target_branch="main",
+                     started="then", status="reviewing",
+                     groups={"G1": GroupState(id="G1", status="complete")})
+    save_state(path, state)
+    verdict = SpecReview("SPEC-1", root / "s.md", state.run_id, ReviewResult.APPROVED, [],
+                         version=2, model="scripted")
+    assert conclude_review(project, "SPEC-1", SpecReview(
+        "SPEC-1", root / "s.md", "another-run", ReviewResult.APPROVED, [])) is None
+    assert load_state(path).status == "reviewing"
+    done = conclude_review(project, "SPEC-1", verdict)
+    assert done is not None and done.status == "complete" and done.finished
+    assert load_state(path).reviews[-1].version == 2
+    record = json.loads((project.runs_dir / state.run_id / "result.json").read_text())
+    assert record["status"] == "complete" and record["review"]["result"] == "APPROVED"
+    assert conclude_review(project, "SPEC-1", verdict) is None  # finished: nothing waits

@@ -9,6 +9,7 @@ from agentrun.plan import Batch, build_plan
 from agentrun.protocol import RunStatus, Status
 from agentrun.report.execution_state import GroupState, RunState, WaveState
 from agentrun.run import scheduler
+from agentrun.spec.fingerprint import group_fingerprints
 from agentrun.spec.parse import parse_spec
 
 # G1, G2 independent; G3 needs G1; G4 needs G2 and G3
@@ -78,12 +79,37 @@ def test_resume_adopts_only_complete_groups_whose_work_landed():
     old.groups["G1"].commits, old.groups["G2"].commits = ["aaa"], ["bbb"]
     old.groups["G1"].wave = "old wave"
     new = state()
-    scheduler.adopt(new, old, landed=lambda g: "aaa" in g.commits)
+    scheduler.adopt(new, old, landed=lambda g: "aaa" in g.commits, changed={})
     assert new.resumed_from == "r1"
     assert new.groups["G1"].status == Status.COMPLETE
     assert new.groups["G1"].wave == "1"  # the new plan's wave
     assert new.groups["G2"].status == Status.PENDING  # complete, but its work is not in HEAD
     assert new.groups["G3"].status == Status.PENDING
+
+
+def test_resume_runs_a_merged_group_again_when_its_task_or_a_dependency_changed():
+    """G1's task was edited since the run that merged it: G1 runs again, and so does G3 and
+    then G4, built on it; G2 is still the same task and is kept."""
+    edited = parse_spec(spec_text("SPEC-S", [("G1", [], "a2.txt"), ("G2", [], "b.txt"),
+                                             ("G3", ["G1"], "c.txt"),
+                                             ("G4", ["G2", "G3"], "d.txt")]))
+    old = state(G1=Status.COMPLETE, G2=Status.COMPLETE, G3=Status.COMPLETE,
+                G4=Status.COMPLETE)
+    old.fingerprints = group_fingerprints(SPEC)
+    new = state()
+    new.fingerprints = group_fingerprints(edited)
+    assert new.fingerprints["G2"] == old.fingerprints["G2"]
+    changed = scheduler.changed_groups(new, old, scheduler.Schedule(edited).dependencies)
+    assert set(changed) == {"G1", "G3", "G4"}
+    assert "its task changed since run r1" in changed["G1"]
+    assert changed["G3"] == "its dependency G1 runs again"
+    notes = scheduler.adopt(new, old, landed=lambda g: True, changed=changed)
+    assert [n.split(",")[0] for n in notes] == ["G1", "G3", "G4"]
+    assert {g: new.groups[g].status for g in new.groups} == {
+        "G1": Status.PENDING, "G2": Status.COMPLETE, "G3": Status.PENDING,
+        "G4": Status.PENDING}
+    old.fingerprints = {}  # a run from before fingerprints were kept: its work is reused
+    assert scheduler.changed_groups(new, old, scheduler.Schedule(edited).dependencies) == {}
 
 
 def test_every_group_of_a_wave_failed_aborts_even_when_asked_to_continue():

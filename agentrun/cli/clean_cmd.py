@@ -27,7 +27,7 @@ def clean(
     from agentrun import workspace
     from agentrun.errors import CannotStart
     from agentrun.project import find_project
-    from agentrun.run import cleanup
+    from agentrun.run import cleanup, leftovers
 
     out = output(json_out)
     project = find_project()
@@ -53,6 +53,8 @@ def clean(
                 item.action = "removed"
             except workspace.GitError as exc:
                 item.action, item.reason = "kept", f"could not remove it: {exc}"
+        if not dry_run:  # killed runs' scaffolding: space reserves, folders set aside, HOMEs
+            leftovers.sweep(root, project.runs_dir, running)
     finally:
         lock.release()
     if out.mode == "json":

@@ -65,6 +65,13 @@ def review(
     access = model_access(project, provider, model, script)
     result = review_spec(path, project, access, ReviewOptions(limits=limits,
                                                               sandbox=settings.mode))
+    from agentrun.run.review_step import conclude_review
+
+    concluded = conclude_review(project, result.spec_id, result,
+                                project.config.price_overrides())
+    if concluded is not None:
+        out.progress(f"run {concluded.run_id}, stopped during its review, is now "
+                     f"{concluded.status}")
     if junit is not None:
         from agentrun.report.junit import write_junit
         from agentrun.review.junit import review_junit

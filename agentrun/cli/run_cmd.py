@@ -155,6 +155,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         review_settings,
         run_provider_config,
         spending_line,
+        unfinished_review,
         worker_agent,
         worker_settings,
         worktree_setup,
@@ -180,7 +181,8 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     plan = build_plan(spec, mode=opts["mode"])
     if not opts["force"]:
         refuse_critical(spec)
-    if not opts["rerun"] and not opts["dry_run"]:
+    if not opts["rerun"] and not opts["dry_run"] and not (
+            opts["resume"] and unfinished_review(project, spec)):
         refuse_finished(spec)
     config = project.config
     warnings = []
@@ -345,3 +347,6 @@ def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
                       f"(branch {escape(branch)})")
     if state.status == "interrupted":
         console.print(f"Continue with: agentrun run {escape(state.spec_path)} --resume")
+    elif state.stop_reason == "target_moved":
+        console.print(f"Continue with: git switch {escape(state.target_branch or '')} && "
+                      f"agentrun run {escape(state.spec_path)} --resume")

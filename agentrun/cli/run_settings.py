@@ -62,6 +62,16 @@ def refuse_finished(spec: Spec) -> None:
                             "run it again anyway")
 
 
+def unfinished_review(project, spec: Spec) -> bool:
+    """Whether the spec's last run merged all its work but stopped before its review's
+    verdict (killed or interrupted during it): `--resume` completes that run."""
+    from agentrun.report.execution_state import load_state, state_path
+    from agentrun.run.review_step import review_pending
+
+    state = load_state(state_path(project.execution_dir, spec.id))
+    return state is not None and review_pending(state)
+
+
 def review_plan(opts: dict[str, Any]) -> str:
     """The pre-run summary's review line."""
     if opts["no_review"]:

@@ -95,6 +95,8 @@ class RunState(BaseModel):
     mode: str
     base_commit: str
     target_branch: str | None
+    # the commit the run last left its target branch at (run/target.py checks it)
+    target_head: str | None = None
     started: str
     finished: str | None = None
     status: RunStatus = RunStatus.RUNNING
@@ -116,6 +118,9 @@ class RunState(BaseModel):
     # and prompts apply, and `.specflow/config.yaml` as read then (`Project.pinned`)
     start_commit: str | None = None
     config: dict[str, Any] | None = None
+    # each group's task as this run was given it (spec/fingerprint.py): a resume reuses a
+    # group's finished work only while its fingerprint is the same
+    fingerprints: dict[str, str] = Field(default_factory=dict)
 
     @property
     def usage(self) -> Usage:

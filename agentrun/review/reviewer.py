@@ -73,6 +73,7 @@ class SpecReview:
     steps: int = 0
     # the spec's groups the reviewed run did not complete: the review covers what landed
     incomplete: list[str] = field(default_factory=list)
+    model: str = ""  # the reviewer's, for its cost
 
     def to_dict(self) -> dict[str, Any]:
         review = self.review.model_dump(mode="json") if self.review else None
@@ -117,7 +118,7 @@ def review_spec(path: Path | str, project: Project, access: ModelAccess,
                      project_root=project.overrides_root,
                      output=review_model(len(criteria)))
     outcome = run_agent(task, access.provider(), cancel=options.cancel, sandbox=jail)
-    result.usage, result.steps = outcome.usage, outcome.steps
+    result.usage, result.steps, result.model = outcome.usage, outcome.steps, access.model
     if outcome.stop_reason == StopReason.INTERRUPTED:
         raise Interrupted(f"the review of {spec.id} was interrupted",
                           hint="nothing was written; review again")

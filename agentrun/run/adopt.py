@@ -23,12 +23,13 @@ from pathlib import Path
 from agentrun import workspace
 from agentrun.errors import AgentrunError
 from agentrun.plan import Batch
-from agentrun.protocol import Assignment, Status, WorkerResult
+from agentrun.protocol import Assignment, Status, StopReason, WorkerResult
 from agentrun.report.execution_state import RunState
 from agentrun.run.assignment import ref_safe
 from agentrun.run.backends import FinishedHandle, WorkerBackend, WorkerHandle, worker_pid
 from agentrun.run.record import EventSink, control_dir
 from agentrun.run.verify import Delivery
+from agentrun.spec.fingerprint import group_fingerprint
 from agentrun.spec.model import Spec
 
 WAIT_POLL_S = 0.2
@@ -74,7 +75,8 @@ class Adopter:
     def __init__(self, root: Path, state: RunState, leftovers: dict[str, Leftover],
                  dependencies: dict[str, list[str]], workers_dir: Path, emit: EventSink,
                  warn: Callable[[str], None],
-                 superseded: dict[str, Leftover] | None = None) -> None:
+                 superseded: dict[str, Leftover] | None = None,
+                 changed: dict[str, str] | None = None) -> None:
         self.root = root
         self.workers_dir = workers_dir  # this run's: an adopted batch's records go there
         self.state = state
@@ -85,6 +87,7 @@ class Adopter:
         self.emit = emit
         self.warn = warn
         self.adopted: set[str] = set()  # branches now owned by this run's groups
+        self.changed = changed or {}  # groups whose task is not what the dead run was given
 
     # -- taking a batch over ----------------------------------------------------------------
     def take(self, batch: Batch) -> Delivery | None:
@@ -95,10 +98,15 @@ class Adopter:
         if left is None:
             return None
         self._wait_for_worker(left)
-        reason = self._unusable(left, batch)
+        reason = self._changed(left) or self._unusable(left, batch)
         if reason:
             self.emit({"type": "not_adopted", "batch": batch.id, "branch": left.branch,
                        "reason": reason})
+            if self._changed(left):
+                text = (f"{', '.join(batch.ids)} of run {left.run_id} not merged, run again: "
+                        f"{reason}")
+                self.warn(text)
+                self.emit({"type": "warning", "message": text})
             return None
         result = self._result(left)
         if result is None:
@@ -115,6 +123,18 @@ class Adopter:
                    "from_run": left.run_id, "branch": left.branch})
         return Delivery(result=result, ids=batch.ids, batch=batch.id, ref=left.branch,
                         base=left.assignment.base_commit, record_dir=record_dir)
+
+    def _changed(self, left: Leftover) -> str | None:
+        """Why the batch's task is not the one the dead run's worker was given (its groups'
+        fingerprints, from the assignment it was given, differ from the spec's now)."""
+        for group in left.assignment.groups:
+            now = self.state.fingerprints.get(group.id)  # none for a fix batch's group
+            if now is not None and group_fingerprint(group) != now:
+                return (f"the task of {group.id} changed since run {left.run_id} (its tasks, "
+                        "files or dependencies differ)")
+            if group.id in self.changed:
+                return f"{group.id}: {self.changed[group.id]}"
+        return None
 
     def _unusable(self, left: Leftover, batch: Batch) -> str | None:
         """Why the branch cannot stand for the batch's work (None when it can)."""
@@ -242,17 +262,22 @@ class AdoptingBackend:
 
 
 def take_over(root: Path, spec: Spec, state: RunState, old: RunState, emit: EventSink,
-              warn: Callable[[str], None]) -> Adopter:
+              warn: Callable[[str], None], changed: dict[str, str] | None = None) -> Adopter:
     """The adopter of a resume of `old` (and of the run `old` itself resumed)."""
     runs = [r for r in (old.run_id, old.resumed_from) if r]
     found = find_leftovers([(r, control_dir(root, r) / "workers") for r in runs])
     # only work the dead run had no verdict on: a group it failed (a refused merge, a broken
-    # integration check) or interrupted runs again, as before
+    # integration check) or interrupted runs again, as before — unless all it lacked was a
+    # merge (the run stopped landing when its branch was switched)
     undecided = (Status.PENDING, Status.RUNNING, Status.COMPLETE)
+
+    def open_(gid: str) -> bool:
+        g = old.groups.get(gid)
+        return g is None or g.status in undecided or g.stop_reason == StopReason.TARGET_MOVED
+
     leftovers = {b: lo for b, lo in found.items()
-                 if all(g not in old.groups or old.groups[g].status in undecided
-                        for g in lo.assignment.group_ids)}
+                 if all(open_(g) for g in lo.assignment.group_ids)}
     superseded = {b: lo for b, lo in found.items() if b not in leftovers}
     deps = {g.id: list(g.dependencies) for g in spec.groups}
     return Adopter(root, state, leftovers, deps, control_dir(root, state.run_id) / "workers",
-                   emit, warn, superseded)
+                   emit, warn, superseded, changed)

@@ -19,6 +19,7 @@ from agentrun import workspace
 from agentrun.errors import BadInput
 from agentrun.protocol import RunStatus
 from agentrun.report.execution_state import load_state
+from agentrun.run.leftovers import is_check_branch
 
 BRANCH = re.compile(r"agentrun/[^/]+/(?P<run>\d{8}-\d{6}-[0-9a-f]{4})/[^/]+")
 RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
@@ -97,6 +98,8 @@ def decide(item: Leftover, *, force: bool) -> bool:
     if item.run_status == RUNNING:
         item.action, item.reason = "skipped", "its run is in progress"
         return False
+    if is_check_branch(item.branch):  # an integration check's throwaway: never work
+        return True
     if item.worktree and Path(item.worktree).is_dir() and _dirty(Path(item.worktree)) \
             and not force:
         item.action, item.reason = "kept", "uncommitted changes in the worktree; --force " \

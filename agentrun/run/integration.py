@@ -18,7 +18,7 @@ import contextlib
 import itertools
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -231,10 +231,17 @@ def _killed_on(cancel: threading.Event, sandbox: Sandbox) -> Iterator[None]:
         watcher.join()
 
 
-def undo_wave(root: Path, branch: str | None, before: str, after: str) -> tuple[bool, str]:
+def undo_wave(root: Path, branch: str | None, before: str, after: str,
+              own: Collection[str] | None = None) -> tuple[bool, str]:
     """Put the target branch back at `before` when its tip is still the wave's last merge
-    `after` (nothing else was committed on top); returns (restored, what was done)."""
-    if workspace.current_branch(root) != branch or workspace.head_commit(root) != after:
+    `after` (nothing else was committed on top) and, given the wave's `own` merge commits,
+    nothing but them lies between (a commit of the user's made between two merges would go
+    too); returns (restored, what was done)."""
+    between = set(workspace.git("rev-list", "--first-parent", "--end-of-options",
+                                f"{before}..{after}", cwd=root).split()) if own is not None \
+        else set()
+    if workspace.current_branch(root) != branch or workspace.head_commit(root) != after \
+            or not between <= set(own or ()):
         return False, (f"the target branch moved on since the wave merged; its merges were "
                        f"left in place (undo them with `git reset --keep {before[:12]}` "
                        "once nothing else depends on them)")
@@ -299,7 +306,8 @@ class Integration:
         if self.checker is None or not merges:
             return False
         cancel, groups = self.checker.cancel, [g for m in merges for g in m.groups]
-        head = workspace.head_commit(self.root)
+        # the run's own merged result, even when someone switched the checkout meanwhile
+        head = self.state.target_head or workspace.head_commit(self.root)
         if cancel.is_set():
             check = IntegrationCheck(wave=label, command=self.checker.command, commit=head,
                                      base=base, ok=False)
@@ -333,7 +341,10 @@ class Integration:
         work is not on the target branch, or must not stay there) and keep their branches;
         returns what became of the target branch."""
         state = self.state
-        check.restored, undo = undo_wave(self.root, state.target_branch, check.base, head)
+        own = {c for g in groups if (c := state.groups[g].merge_commit)}
+        check.restored, undo = undo_wave(self.root, state.target_branch, check.base, head, own)
+        if check.restored:
+            state.target_head = check.base
         check.note = f"{check.note}; {undo}" if check.note else undo
         check.kept_branches = sorted({b for g in groups if (b := state.groups[g].branch)})
         for gid in groups:

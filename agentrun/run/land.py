@@ -19,19 +19,23 @@ from pathlib import Path
 
 from agentrun import workspace
 from agentrun.plan import Batch
-from agentrun.protocol import Status, WorkerResult
+from agentrun.protocol import Status, StopReason, WorkerResult
 from agentrun.report.execution_state import RunState
 from agentrun.run.record import Recorder
+from agentrun.run.target import Target
+
+NOT_LANDED = "verified, not merged: the run stopped landing ({why})"
 
 
 class Lander:
     def __init__(self, root: Path, spec_id: str, state: RunState, record: Recorder,
-                 cancel: threading.Event) -> None:
+                 cancel: threading.Event, target: Target | None = None) -> None:
         self.root = root
         self.spec_id = spec_id
         self.state = state
         self.record = record
         self.cancel = cancel
+        self.target = target or Target(root, state, record)
 
     def land(self, batch: Batch, result: WorkerResult) -> bool:
         """Merge a finished batch; True when it merged."""
@@ -45,12 +49,20 @@ class Lander:
         ids = result.groups
         if not result.commits:
             return True
+        if not self.target.ready():  # never merge into another branch than the run's
+            for gid in ids:
+                g = self.state.groups[gid]
+                g.status, g.stop_reason = Status.INTERRUPTED, StopReason.TARGET_MOVED
+                g.error = NOT_LANDED.format(why="its branch was switched or reset")
+            self.record.save()
+            return False
         message = f"Merge {self.spec_id} {', '.join(ids)}"
         titles = [self.state.groups[g].title for g in ids if self.state.groups[g].title]
         if titles:
             message += f": {'; '.join(titles)}"
         merged = workspace.merge_branch(self.root, result.branch or "", message)
         if merged.ok:
+            self.target.left_at(merged.commit)
             for gid in ids:
                 self.state.groups[gid].merge_commit = merged.commit
             self.record.emit({"type": "merged", "batch": batch_id, "commit": merged.commit})

@@ -47,15 +47,19 @@ from agentrun.run.backends import (
 from agentrun.run.execute import execute
 from agentrun.run.integration import Integration, IntegrationChecker, sandbox_factory
 from agentrun.run.land import Lander, WaveLanding
+from agentrun.run.leftovers import sweep
 from agentrun.run.options import RunOptions
 from agentrun.run.own_files import commit_message, commit_own_changes
 from agentrun.run.record import EventSink, Recorder, control_dir, new_run_id, now_text
 from agentrun.run.review_step import ReviewStep, review_position
 from agentrun.run.session import cancel_on_signals, preflight, run_lock
 from agentrun.run.spending import Spending, spent_so_far
+from agentrun.run.target import Target
 from agentrun.run.verify import Delivery, Verifier
+from agentrun.spec.fingerprint import group_fingerprints
 from agentrun.spec.model import Spec
 from agentrun.tools.base import CommandPolicy
+from agentrun.tools.environment import discard_private_home, discard_stale_homes
 from agentrun.worktree_setup import prepare_worktree
 
 
@@ -89,6 +93,8 @@ class Orchestrator:
         self.reviews = ReviewStep(self, options.review) if options.review else None
         self.adopter: Adopter | None = None  # a resume's take-over of the dead run's work
         self.notes: list[str] = []  # what the checks before the run set right: warnings
+        # groups a resume kept whose merges the dead run never saw pass the integration check
+        self.unchecked: set[str] = set()
 
     @property
     def state(self) -> RunState:
@@ -110,7 +116,7 @@ class Orchestrator:
 
     # -- the run ----------------------------------------------------------------------------
     def run(self) -> RunState:
-        with self.session():
+        with self.session(load_state(self.state_file) if self.options.resume else None):
             self.begin(self.initial_state())
             try:
                 return self._run_waves()
@@ -142,10 +148,13 @@ class Orchestrator:
         return self.finish(interrupted=self.cancel.is_set())
 
     @contextlib.contextmanager
-    def session(self) -> Iterator[None]:
-        """Preflight, the run lock, signal handlers and the events file around a run."""
+    def session(self, continuing: RunState | None = None) -> Iterator[None]:
+        """Preflight, the run lock, signal handlers and the events file around a run (or a
+        session `continuing` one: checked to be on its branch before anything is committed)."""
         checked = preflight(self.root, self.spec, allow_dirty=self.options.allow_dirty)
         own = checked.own
+        if continuing is not None:
+            self._on_branch_of(continuing)
         with run_lock(self.root, self.run_id), cancel_on_signals(
                 self.cancel, lambda name: self.record.emit({"type": "interrupt",
                                                             "signal": name})):
@@ -153,6 +162,8 @@ class Orchestrator:
                 remove_stale_temps(path)  # a killed run's half-done writes: ours to clear
             self.record.open_events()
             try:
+                for path in sweep(self.root, self.project.runs_dir, self.run_id):
+                    self.record.emit({"type": "removed_leftover", "path": path})
                 for note in checked.notes:
                     self.notes.append(note)
                     self.record.emit({"type": "warning", "message": note})
@@ -163,6 +174,8 @@ class Orchestrator:
                 yield
             finally:
                 self.record.close_events()
+                discard_private_home()  # the integration checks' and the reviewer's
+                discard_stale_homes()  # workers killed on the way (a timeout, Ctrl-C)
 
     def begin(self, state: RunState) -> None:
         state.warnings.extend(n for n in self.notes if n not in state.warnings)
@@ -170,10 +183,33 @@ class Orchestrator:
         # agents and prompts: the run's start commit's, whatever the working tree holds now
         self.project.start_at(state.start_commit or state.base_commit)
         self.record.state = state
+        self.target = self._target(state)
         self.verifier = Verifier(self.root, state, self.record, self.cancel)
-        self.lander = Lander(self.root, self.spec.id, state, self.record, self.cancel)
+        self.lander = Lander(self.root, self.spec.id, state, self.record, self.cancel,
+                             self.target)
         self.integration = Integration(self.root, state, self.record, self._checker())
         self.spending.on_total = lambda total: setattr(state, "spent_usd", round(total, 6))
+
+    def _target(self, state: RunState) -> Target:
+        """This session lands on the branch the run started on, from where HEAD is now: a
+        run continued (`--resume`, a CI wave, `agentrun fix`) on another branch could not
+        start (it would split the run's merges across two branches)."""
+        state.target_branch = self._on_branch_of(state)
+        if state.stop_reason == StopReason.TARGET_MOVED:
+            state.stop_reason = None  # landing goes on from here
+        target = Target(self.root, state, self.record)
+        target.left_at()
+        return target
+
+    def _on_branch_of(self, state: RunState) -> str | None:
+        """The branch checked out, which must be the one `state`'s run merges into."""
+        branch = workspace.current_branch(self.root)
+        if state.target_branch and branch != state.target_branch:
+            raise CannotStart(f"run {state.run_id} of {self.spec.id} merged into "
+                              f"{state.target_branch}, but {branch} is checked out: going on "
+                              "here would split its work across two branches",
+                              hint=f"`git switch {state.target_branch}`, then run again")
+        return branch
 
     def _checker(self) -> IntegrationChecker | None:
         command = self.options.validation_command
@@ -208,14 +244,22 @@ class Orchestrator:
                 for gid in batch.ids:
                     state.groups[gid] = GroupState(id=gid, title=titles.get(gid, ""),
                                                    wave=wave.label, batch=batch.id)
+        fingerprints = group_fingerprints(self.spec)
+        state.fingerprints = {g: fingerprints[g] for g in state.groups if g in fingerprints}
         if self.options.resume:
             old = load_state(self.state_file)
             if old is None:
                 raise CannotStart(f"nothing to resume: no execution state for {self.spec.id}",
                                   hint="run without --resume to start a new run")
-            scheduler.adopt(state, old, self._landed)
+            self._on_branch_of(old)
+            changed = scheduler.changed_groups(state, old, self.schedule.dependencies)
+            for note in scheduler.adopt(state, old, self._landed, changed):
+                state.warnings.append(note)
+                self.record.emit({"type": "warning", "message": note})
+            if state.integration_command:
+                self.unchecked = scheduler.unchecked(state, old)
             self.adopter = take_over(self.root, self.spec, state, old, self.record.emit,
-                                     state.warnings.append)
+                                     state.warnings.append, changed)
             self.backend = AdoptingBackend(self.backend, self.adopter)
             # the cap covers what every run of the resumed chain spent too
             self.spending.carry(spent_so_far(old))
@@ -262,12 +306,19 @@ class Orchestrator:
               "batches": [b.id for b in triage.todo]})
         landing = WaveLanding(self.lander, self.schedule.landing_order(triage.todo))
         base = workspace.head_commit(self.root)
+        # merges an earlier run made but never saw pass their check: checked with this wave's
+        unchecked = [b for b in wave.batches if b.id in triage.skipped
+                     and any(g in self.unchecked for g in b.ids)]
         results = execute(
             triage.todo, base, self.backend,
             max_parallel=self.options.max_parallel, cancel=self.cancel,
             verify=self.verify_delivery, not_started=self._not_started, gate=self.spending,
             on_result=landing.land_ready if self.land_while_running else lambda _: None)
-        broken = self.integration.after_wave(wave.label, base, landing.finish(results))
+        landed = landing.finish(results)
+        if unchecked:
+            base, landed = self._before(unchecked) or base, [*unchecked, *landed]
+        broken = self.integration.after_wave(wave.label, base, landed)
+        self.unchecked -= {g for b in unchecked for g in b.ids}
         landing.clean_up()
         state.waves[wave.number - 1].status = "failed" if broken else "done"
         self.record.save()
@@ -276,7 +327,7 @@ class Orchestrator:
         emit({"type": "wave_done", "wave": wave.label, "failed": failed})
         if self.cancel.is_set():
             return False
-        if broken:  # the failure rules do not apply: the merged result is broken
+        if broken or self.target.stopped:  # the failure rules do not apply
             return True
         if self.spending.reached and (wave.number < len(self.plan.waves) or any(
                 state.groups[g].status != Status.COMPLETE for g in ran)):
@@ -288,6 +339,13 @@ class Orchestrator:
         if verdict.warning:
             state.warnings.append(verdict.warning)
         return verdict.abort
+
+    def _before(self, batches: list[Batch]) -> str | None:
+        """The commit before the earliest merge of `batches` (the base their check needs)."""
+        merges = [c for b in batches for g in b.ids if (c := self.state.groups[g].merge_commit)]
+        first = next((c for c in merges if all(workspace.is_ancestor(self.root, c, other)
+                                               for other in merges)), None)
+        return workspace.resolve_ref(self.root, f"{first}^1") if first else None
 
     def skip_wave(self, wave: Wave, reason: str) -> None:
         self.state.waves[wave.number - 1].status = "skipped"
@@ -370,7 +428,7 @@ class Orchestrator:
         """`agentrun fix`: continue the run in `state` with fix cycles for its last review's
         open findings, each followed by a review."""
         assert self.reviews is not None, "fix cycles need review settings"
-        with self.session():
+        with self.session(state):
             self.begin(state)
             self.spending.carry(spent_so_far(state))  # the run's spend so far: cap and total
             self.reviews.cycles(cycles, review_first=False)
@@ -382,34 +440,55 @@ class Orchestrator:
         if self.adopter is not None:
             self.adopter.discard()
         scheduler.settle(state, interrupted)
-        state.status = scheduler.final_status(state, interrupted)
-        state.finished = now_text()
+        if not interrupted:
+            self.target.ready()  # switched since the last merge: no summary lands there
+        status = scheduler.final_status(state, interrupted)
+        # the review is part of the run: until it approves, no state says complete, and a
+        # run killed during it is not finished (`--resume` or `agentrun review` completes it)
+        reviewing = self.reviews is not None and status == RunStatus.COMPLETE
+        state.status = RunStatus.REVIEWING if reviewing else status
+        state.finished = None if reviewing else now_text()
         if self.reviews is None:
             state.review_skipped = self.options.review_skipped
         save_state(self.state_file, state)
+        if reviewing:
+            total = len(self.plan.waves)
+            self.record.update_state_md(
+                status="running", progress=f"Reviewing (Wave {total}/{total} merged)",
+                when=now_text(), next_step=f"if this run stops: `agentrun run {self.spec.id} "
+                                           "--resume` or `agentrun review` completes it")
         # the spec: Execution Summary and status (review only when everything completed)
-        self.record.write_summary(state.finished, status="review"
-                                  if state.status == RunStatus.COMPLETE else None)
+        if not self.target.stopped:
+            self.record.write_summary(now_text(), status="review"
+                                      if status == RunStatus.COMPLETE else None)
         if self.reviews is not None and not interrupted:
             self.reviews.after_run()
         return self.close(interrupted=state.status == RunStatus.INTERRUPTED)
 
     def close(self, interrupted: bool) -> RunState:
-        """STATE.md, the run record and the report commit, once the run's status is final."""
+        """STATE.md, the run record and the report commit, once the run's status is final.
+        The report commit lands only on the run's branch: switched away, the run is not
+        complete (its work waits for `--resume` there)."""
         state = self.state
+        if not interrupted and not self.target.stopped and not self.target.ready():
+            state.status = scheduler.final_status(state, interrupted=False)
         progress, position = scheduler.final_position(state, interrupted)
         next_step = ("review the changes, then `agentrun status`" if position == "review"
                      else f"inspect, then `agentrun run {self.spec.id} --resume`")
         reviewed = review_position(state)
-        if reviewed:
+        if self.target.stopped:
+            next_step = (f"`git switch {state.target_branch}`, then `agentrun run "
+                         f"{self.spec.id} --resume`")
+        elif reviewed:
             progress, position, next_step = reviewed
         save_state(self.state_file, state)
         self.record.update_state_md(
             status=position, progress=progress, warnings=scheduler.final_warnings(state),
             when=state.finished, next_step=next_step)
         self.record.write_result()
-        if not interrupted:
+        if not interrupted and not self.target.stopped:
             self.record.commit_report()
+            self.target.left_at()
         self.record.emit({"type": "run_done", "status": state.status,
                           "run_dir": str(self.run_dir)})
         return state

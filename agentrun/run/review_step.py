@@ -25,11 +25,20 @@ from typing import Any, Protocol
 from agentrun import workspace
 from agentrun.audit.runner import ModelAccess
 from agentrun.errors import AgentrunError, Interrupted
+from agentrun.fsutil import atomic_write_json
 from agentrun.plan import Batch, Plan
 from agentrun.project import Project
 from agentrun.protocol import GroupAssignment, RunStatus, Status, StopReason, WorkerResult
 from agentrun.providers.pricing import cost_usd
-from agentrun.report.execution_state import GroupState, ReviewRecord, RunState, WaveState
+from agentrun.report.execution_state import (
+    GroupState,
+    ReviewRecord,
+    RunState,
+    WaveState,
+    load_state,
+    save_state,
+    state_path,
+)
 from agentrun.report.summary import review_words
 from agentrun.review.findings import LastReview, last_review
 from agentrun.review.fix import (
@@ -39,7 +48,7 @@ from agentrun.review.fix import (
     next_fix_version,
     render_fix_response,
 )
-from agentrun.review.reviewer import ReviewOptions, review_spec
+from agentrun.review.reviewer import ReviewOptions, SpecReview, review_spec
 from agentrun.review.verdict import ReviewResult
 from agentrun.run.backends import WorkerBackend
 from agentrun.run.execute import execute
@@ -100,7 +109,7 @@ class ReviewStep:
 
     def after_run(self) -> None:
         """Review a run whose work all merged; fix and review again up to `fix_cycles`."""
-        if self.state.status != RunStatus.COMPLETE:
+        if self.state.status not in (RunStatus.COMPLETE, RunStatus.REVIEWING):
             self.state.review_skipped = f"the run ended {self.state.status}"
             return
         self.cycles(self.settings.fix_cycles, review_first=True)
@@ -236,6 +245,38 @@ class ReviewStep:
         state.finished = now_text()
         self.host.record.write_summary(state.finished)
         self.host.record.save()
+
+
+def review_pending(state: RunState) -> bool:
+    """Whether `state`'s run merged all its work but stopped before its review's verdict
+    (killed during it, or interrupted): the run is not finished until a review concludes it."""
+    return state.status == RunStatus.REVIEWING or (
+        state.status == RunStatus.INTERRUPTED and bool(state.reviews)
+        and all(g.status == Status.COMPLETE for g in state.groups.values()))
+
+
+def conclude_review(project: Project, spec_id: str, review: SpecReview,
+                    pricing: dict[str, Any] | None = None) -> RunState | None:
+    """`agentrun review` of a run whose own review never ended completes that run: the
+    verdict decides, as at the end of `run` (`complete` only on approval), and the execution
+    state and the run's record say so. Returns that state (None when no run waited)."""
+    path = state_path(project.execution_dir, spec_id)
+    state = load_state(path)
+    if state is None or state.run_id != review.run_id or not review_pending(state):
+        return None
+    state.reviews.append(ReviewRecord(
+        result=str(review.result), version=review.version, error=review.error,
+        findings=len(review.review.findings) if review.review else 0, usage=review.usage,
+        cost_usd=cost_usd(review.model, review.usage, pricing) if review.model else None))
+    if review.result == ReviewResult.APPROVED:
+        state.status, state.stop_reason = RunStatus.COMPLETE, None
+    else:
+        state.status, state.stop_reason = RunStatus.PARTIAL, StopReason.REVIEW
+        state.warnings.append(review_warning(state))
+    state.finished = now_text()
+    save_state(path, state)
+    atomic_write_json(project.runs_dir / state.run_id / "result.json", state.to_dict())
+    return state
 
 
 def review_warning(state: RunState) -> str:

@@ -20,6 +20,8 @@ ABORTED_REASON = "the run was aborted after an earlier wave failed"
 INTEGRATION_REASON = "the run stopped after an earlier wave failed its integration check"
 COST_CAP_REASON = ("not started: the run reached its spending cap (continue with --resume "
                    "--max-cost HIGHER)")
+TARGET_REASON = ("not started: the run stopped landing when its branch was switched or reset "
+                 "(switch back, then --resume)")
 
 
 class OnFailure(StrEnum):
@@ -44,6 +46,10 @@ class Schedule:
     def __init__(self, spec: Spec) -> None:
         self._order = {g.id: i for i, g in enumerate(spec.groups)}
         self._deps = {g.id: list(g.dependencies) for g in spec.groups}
+
+    @property
+    def dependencies(self) -> dict[str, list[str]]:
+        return self._deps
 
     def position(self, gid: str) -> int:
         return self._order.get(gid, len(self._order))
@@ -86,6 +92,15 @@ class Verdict:
     warning: str | None = None
 
 
+def unchecked(state: RunState, old: RunState) -> set[str]:
+    """The groups a resume kept from `old` whose wave never passed its integration check
+    there (the run was killed during or before it): their merged result is checked again."""
+    done = {g for w in old.waves if w.status == "done" for g in w.groups} \
+        if old.integration_command else set()
+    return {gid for gid, g in state.groups.items()
+            if g.status == Status.COMPLETE and gid in old.groups and gid not in done}
+
+
 def wave_verdict(label: str, ran: list[str], failed: list[str], on_failure: str,
                  ask_continue: Callable[[list[str]], bool] | None) -> Verdict:
     """Every group failed: abort. Some failed: abort with `on_failure=abort`, else ask."""
@@ -103,6 +118,8 @@ def abort_reason(state: RunState) -> str:
     """Why the waves after an abort did not run."""
     if state.stop_reason == StopReason.COST_CAP:
         return COST_CAP_REASON
+    if state.stop_reason == StopReason.TARGET_MOVED:
+        return TARGET_REASON
     return INTEGRATION_REASON if state.stop_reason == StopReason.INTEGRATION \
         else ABORTED_REASON
 
@@ -122,7 +139,7 @@ def final_status(state: RunState, interrupted: bool) -> RunStatus:
         return RunStatus.INTERRUPTED
     if state.stop_reason == StopReason.INTEGRATION:
         return RunStatus.FAILED
-    if state.stop_reason == StopReason.COST_CAP:
+    if state.stop_reason in (StopReason.COST_CAP, StopReason.TARGET_MOVED):
         return RunStatus.PARTIAL if any(s.landed_work for s in statuses) else RunStatus.FAILED
     if all(s == Status.COMPLETE for s in statuses):
         return RunStatus.COMPLETE
@@ -144,6 +161,9 @@ def final_position(state: RunState, interrupted: bool) -> tuple[str, str]:
     """STATE.md's progress text and Current Position status once the run ended."""
     if state.status == RunStatus.COMPLETE:
         return "Complete", "review"
+    if state.stop_reason == StopReason.TARGET_MOVED and not interrupted:
+        return (f"Stopped landing: {state.target_branch} is not checked out (Wave "
+                f"{state.current_wave}/{len(state.waves)})", "interrupted")
     if interrupted:
         return f"Interrupted (Wave {state.current_wave}/{len(state.waves)})", "interrupted"
     failed_wave = next((w.label for w in state.waves
@@ -162,12 +182,38 @@ def final_warnings(state: RunState) -> list[str]:
     return warnings
 
 
-def adopt(state: RunState, old: RunState, landed: Callable[[GroupState], bool]) -> None:
-    """A resume keeps the old run's complete groups whose work `landed` in history; they
-    take their wave and batch from the new plan."""
+def changed_groups(state: RunState, old: RunState,
+                   deps: dict[str, list[str]]) -> dict[str, str]:
+    """The groups whose finished work a resume must not reuse, and why: their task (tasks,
+    files, dependency ids) is not what `old` ran, or a dependency runs again (their work was
+    built on what it did). Groups of a run that recorded no fingerprints count as unchanged.
+    `state.groups` is in plan order, dependencies first."""
+    changed: dict[str, str] = {}
+    for gid in state.groups:
+        was, now = old.fingerprints.get(gid), state.fingerprints.get(gid)
+        again = [d for d in deps.get(gid, []) if d in changed]
+        if was is not None and was != now:
+            changed[gid] = (f"its task changed since run {old.run_id} (its tasks, files or "
+                            "dependencies differ)")
+        elif again:
+            changed[gid] = f"its dependency {', '.join(again)} runs again"
+    return changed
+
+
+def adopt(state: RunState, old: RunState, landed: Callable[[GroupState], bool],
+          changed: dict[str, str]) -> list[str]:
+    """A resume keeps the old run's complete groups whose work `landed` in history and whose
+    task did not change (`changed`); they take their wave and batch from the new plan.
+    Returns a line for each complete group that runs again instead, saying why."""
     state.resumed_from = old.run_id
+    again = []
     for gid, prev in old.groups.items():
-        if gid in state.groups and prev.status == Status.COMPLETE and landed(prev):
+        if gid not in state.groups or prev.status != Status.COMPLETE:
+            continue
+        if gid in changed:
+            again.append(f"{gid}, complete in run {old.run_id}, runs again: {changed[gid]}")
+        elif landed(prev):
             prev.wave = state.groups[gid].wave
             prev.batch = state.groups[gid].batch
             state.groups[gid] = prev
+    return again

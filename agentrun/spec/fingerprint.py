@@ -18,8 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
+from typing import Protocol
 
-from agentrun.spec.model import Spec, TaskGroup
+from agentrun.spec.model import Spec
 
 _SPACE = re.compile(r"\s+")
 VERSION = 1  # in the hashed text: a change of what is hashed changes every fingerprint
@@ -29,7 +31,18 @@ def _task(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-def group_fingerprint(group: TaskGroup) -> str:
+class Group(Protocol):
+    """What a fingerprint covers: a spec's `TaskGroup`, or the group a worker was assigned."""
+
+    @property
+    def tasks(self) -> Sequence[str]: ...
+    @property
+    def files(self) -> Sequence[str]: ...
+    @property
+    def dependencies(self) -> Sequence[str]: ...
+
+
+def group_fingerprint(group: Group) -> str:
     """sha256 (hex) of one group's tasks (in order, whitespace-normalised), files and
     dependency ids (both sorted, duplicates dropped)."""
     payload = {"v": VERSION,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -47,11 +48,16 @@ def allowed_name(name: str, extra: Iterable[str] = ()) -> bool:
     return name in ALLOWED or name.startswith(ALLOWED_PREFIXES) or name in set(extra)
 
 
+HOME_PREFIX = "agentrun-home-"  # then the pid of the process it is for, `-`, a random part
+_HOME = re.compile(rf"{HOME_PREFIX}(\d+)-[a-z0-9_]+")
+
+
 @functools.cache
 def private_home() -> Path:
     """A HOME of this process's own, so a command neither reads the user's dotfiles (tokens in
-    `~/.netrc`, `~/.config/gh`, ...) nor writes into them."""
-    return Path(tempfile.mkdtemp(prefix="agentrun-home-"))
+    `~/.netrc`, `~/.config/gh`, ...) nor writes into them. Its name carries the pid, so that
+    one a killed process left can be told from one in use (`discard_stale_homes`)."""
+    return Path(tempfile.mkdtemp(prefix=f"{HOME_PREFIX}{os.getpid()}-"))
 
 
 def discard_private_home() -> None:
@@ -60,6 +66,35 @@ def discard_private_home() -> None:
     if private_home.cache_info().currsize:
         shutil.rmtree(private_home(), ignore_errors=True)
         private_home.cache_clear()
+
+
+def discard_stale_homes() -> list[str]:
+    """Remove the private HOMEs, in the temporary folder, of this user's processes that no
+    longer exist (killed before their last act); returns their paths. A HOME whose process
+    still runs, or another user's, is left alone."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(f"{HOME_PREFIX}*"):
+        match = _HOME.fullmatch(path.name)
+        try:
+            mine = path.is_dir() and not path.is_symlink() and \
+                path.lstat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if match is None or not mine or _alive(int(match.group(1))):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(str(path))
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process holds that pid
+        return True
+    return True
 
 
 def command_env(extra: Iterable[str] = (), secret_suffixes: Iterable[str] | None = None,
