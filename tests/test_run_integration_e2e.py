@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -182,6 +183,8 @@ def test_an_interrupt_during_the_check_sets_the_wave_aside_for_resume(tmp_path):
         assert time.monotonic() < deadline and proc.poll() is None, "no integration check"
         time.sleep(0.1)
     time.sleep(0.5)
+    homes = Path(tempfile.gettempdir()).glob(f"agentrun-home-{proc.pid}-*")
+    assert list(homes)  # the run's own private HOME (its checks' commands) exists now
     proc.send_signal(signal.SIGINT)
     done = finish(proc, timeout=30)  # the check's sleep is killed, not waited for
     assert done.returncode == 130, done.stderr
@@ -190,6 +193,11 @@ def test_an_interrupt_during_the_check_sets_the_wave_aside_for_resume(tmp_path):
     assert [g["status"] for g in result["groups"].values()] == ["interrupted"] * 2
     assert result["integration"][0]["note"].startswith("interrupted before the check")
     assert run_git(root, "rev-parse", "HEAD") == base  # the unchecked merges are undone
+    # nothing of its own is left: check worktree and branch, space reserve, its private HOME
+    assert "/check-" not in run_git(root, "branch", "--list", "agentrun/*")
+    assert not list(root.glob(".specflow/runs/*/integration/check-*"))
+    assert not list(root.glob(".specflow/runs/*/space-reserve"))
+    assert not list(Path(tempfile.gettempdir()).glob(f"agentrun-home-{proc.pid}-*"))
     # the resumed run does the wave again rather than adopting merges nobody checked
     again = agentrun("run", "SPEC-S", *scripted("--validate", "true", "--resume"), cwd=root)
     assert again.returncode == 0, again.stderr
