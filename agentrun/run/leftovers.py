@@ -38,7 +38,9 @@ def is_check_branch(branch: str | None) -> bool:
 
 def sweep(root: Path, runs_dir: Path, current: str | None = None) -> list[str]:
     """Remove what runs other than `current` left behind and no one needs (see the module
-    doc); returns what was removed, one path or branch each."""
+    doc); returns what was removed of this repository's, one path or branch each (private
+    HOMEs of processes that are gone are removed too, whichever repository they worked in,
+    and not listed)."""
     removed: list[str] = []
     runs = [d for d in sorted(runs_dir.iterdir()) if d.is_dir() and d.name != current] \
         if runs_dir.is_dir() else []
@@ -53,7 +55,7 @@ def sweep(root: Path, runs_dir: Path, current: str | None = None) -> list[str]:
                 shutil.rmtree(aside, ignore_errors=True)
                 removed.append(str(aside))
     removed += _checks(root, runs_dir, current)
-    removed += discard_stale_homes()
+    discard_stale_homes()
     return removed
 
 
