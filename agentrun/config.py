@@ -37,7 +37,7 @@ DEFAULT_TOKEN_BUDGET = 100_000  # per worker, all attempts and sub-agents togeth
 DEFAULT_WORKER_TIMEOUT_S = 1800.0  # one worker, start to result
 DEFAULT_RETRIES = 3  # fresh attempts after a failed one
 DEFAULT_ON_FAILURE = "continue"
-DEFAULT_REQUEST_RETRIES = 2  # model SDK retries of one request on 429/5xx
+DEFAULT_REQUEST_RETRIES = 6  # retries of one model request on 429, 529, 5xx, timeouts
 DEFAULT_REQUEST_TIMEOUT_S = 600.0  # one model request
 DEFAULT_MAX_WRITE_BYTES = 1_000_000  # one write_file call
 
@@ -48,7 +48,7 @@ _ENDPOINT_KEY = re.compile(r"(?i)(^|_)(base_url|url|endpoint|api_?key|key|token|
 # Old spellings still read, each with a warning naming the new key: `max_retries` was easily
 # taken for `retries` (fresh attempts after a failure), while it meant the SDK's request retries.
 RENAMED_KEYS = {"max_retries": "request_retries"}
-RENAMED_MEANING = {"request_retries": "the model SDK's retries of a request on 429/5xx; "
+RENAMED_MEANING = {"request_retries": "agentrun's retries of a model request on 429/5xx; "
                                       "`retries` is fresh attempts after a failure"}
 USER_CONFIG_HINT = ("set it in the environment (e.g. OPENAI_BASE_URL, ANTHROPIC_API_KEY), or in "
                     "your user-level config file {path}, outside any repository")
@@ -109,7 +109,7 @@ class ProjectConfig(_Section):
     token_budget: int = Field(DEFAULT_TOKEN_BUDGET, ge=1)
     worker_timeout_s: float = Field(DEFAULT_WORKER_TIMEOUT_S, gt=0)
     retries: int = Field(DEFAULT_RETRIES, ge=0)  # fresh attempts after a failed one
-    request_retries: int = Field(DEFAULT_REQUEST_RETRIES, ge=0)  # SDK retries on 429/5xx
+    request_retries: int = Field(DEFAULT_REQUEST_RETRIES, ge=0)  # agent/modelcall.py's
     timeout_s: float = Field(DEFAULT_REQUEST_TIMEOUT_S, gt=0)
     audit: AuditConfig = Field(default_factory=AuditConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agentrun.config import (
     DEFAULT_MAX_WRITE_BYTES,
+    DEFAULT_REQUEST_RETRIES,
     DEFAULT_RETRIES,
     DEFAULT_TOKEN_BUDGET,
     DEFAULT_WORKER_TIMEOUT_S,
@@ -110,7 +111,7 @@ class ProviderSettings(BaseModel):
     provider: str
     model: str
     base_url: str | None = None  # shown form only: the worker finds the real URL itself
-    max_retries: int = 2
+    max_retries: int = DEFAULT_REQUEST_RETRIES  # of one request (agent/modelcall.py)
     timeout_s: float = 600.0
     script: str | None = None  # scripted provider: the script file
     record: str | None = None  # record the session into this scripted-format file

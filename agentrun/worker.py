@@ -131,6 +131,7 @@ def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Pr
         "max_retries": assignment.limits.max_retries,
         "retry_on_failure": assignment.limits.retry_on_failure,
         "max_duration_s": assignment.limits.timeout_s,
+        "infra_retries": assignment.provider.max_retries,
     }.items() if v is not None}
     limits = limits_for(assignment.complexity, agent, overrides)
     task_text = render_worker_assignment(assignment.model_dump(), root)

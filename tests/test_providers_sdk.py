@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
 import socket
+import time
 
 import pytest
 from fake_model_server import Error, Raw, Reply, openai_completion_json
@@ -17,6 +19,7 @@ from agentrun.providers.errors import (
     MalformedResponse,
     ModelTimeout,
     NotConfigured,
+    Overloaded,
     RateLimited,
     ServerError,
 )
@@ -41,16 +44,13 @@ TOOLS = [
 FILES = {"a.txt": "hello from a"}
 
 
-def make(kind: str, server, *, max_retries: int = 0, timeout: float = 10.0,
-         model: str | None = None) -> Provider:
+def make(kind: str, server, *, timeout: float = 10.0, model: str | None = None) -> Provider:
     if kind == "anthropic":
         return AnthropicProvider(model or "claude-sonnet-4-6", api_key=ANTHROPIC_KEY,
-                                 base_url=server.anthropic_base_url, max_retries=max_retries,
-                                 timeout=timeout, env={})
+                                 base_url=server.anthropic_base_url, timeout=timeout, env={})
     if kind == "openai":
         return OpenAIProvider(model or "gpt-4.1", api_key=OPENAI_KEY,
-                              base_url=server.openai_base_url, max_retries=max_retries,
-                              timeout=timeout, env={})
+                              base_url=server.openai_base_url, timeout=timeout, env={})
     raise AssertionError(kind)
 
 
@@ -355,30 +355,31 @@ def test_key_is_sent_in_headers_never_in_bodies(kind, fake_model_server):
 
 
 @BOTH
-def test_rate_limit_with_retry_after_then_success(kind, fake_model_server):
-    fake_model_server.queue(Error(429, "slow down", headers=FAST_RETRY), Reply(text="ok"))
-    turn = make(kind, fake_model_server, max_retries=1).complete(REQ)
-    assert turn.text == "ok"
-    assert len(fake_model_server.requests) == 2  # the SDK retried once, by itself
-
-
-@BOTH
-def test_rate_limit_exhausted_carries_retry_after(kind, fake_model_server):
-    fake_model_server.queue(Error(429, "slow down", headers={"retry-after": "7"}))
-    with pytest.raises(RateLimited) as info:
-        make(kind, fake_model_server, max_retries=0).complete(REQ)
-    assert info.value.retry_after == 7.0 and info.value.retryable
-    assert "slow down" in info.value.message
-
-
-@BOTH
-def test_server_errors_exhausted_raise_server_error(kind, fake_model_server):
-    fake_model_server.queue(Error(500, "boom", headers=FAST_RETRY),
-                            Error(500, "boom", headers=FAST_RETRY))
-    with pytest.raises(ServerError) as info:
-        make(kind, fake_model_server, max_retries=1).complete(REQ)
-    assert len(fake_model_server.requests) == 2
-    assert "500" in info.value.message and info.value.retryable
+def test_the_sdk_never_retries_and_the_wait_asked_for_is_read(kind, fake_model_server):
+    """One request per call, whatever the status: agent/modelcall.py alone retries. The wait
+    comes from `retry-after` (seconds or an HTTP date) or `retry-after-ms`."""
+    later = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    fake_model_server.queue(
+        Error(429, "slow down", headers={"retry-after": "7"}),
+        Error(529, "Overloaded", headers={"retry-after": later}),
+        Error(503, "unavailable", headers={"retry-after-ms": "1500"}),
+        Error(500, "boom", headers=FAST_RETRY),
+        Error(429, "quota spent", headers={"x-should-retry": "false"}))
+    provider = make(kind, fake_model_server)
+    raised = []
+    for _ in range(5):
+        with pytest.raises((ServerError, RateLimited)) as info:
+            provider.complete(REQ)
+        raised.append(info.value)
+    assert len(fake_model_server.requests) == 5
+    limit, busy, unavailable, boom, spent = raised
+    assert type(limit) is RateLimited and limit.retry_after == 7.0 and limit.retryable
+    assert limit.message == f"{kind} rate limit (HTTP 429): slow down"
+    assert type(busy) is Overloaded and 3590 < busy.retry_after <= 3600
+    assert busy.message == f"{kind} is overloaded (HTTP 529): Overloaded"
+    assert type(unavailable) is Overloaded and unavailable.retry_after == 1.5
+    assert type(boom) is ServerError and boom.retryable and "500" in boom.message
+    assert type(spent) is RateLimited and not spent.retryable
 
 
 @BOTH
@@ -386,7 +387,7 @@ def test_unauthorized_raises_authentication_failed_without_leaking_key(kind, fak
     key = KEYS[kind]
     fake_model_server.queue(Error(401, f"invalid x-api-key {key}"))
     with pytest.raises(AuthenticationFailed) as info:
-        make(kind, fake_model_server, max_retries=2).complete(REQ)
+        make(kind, fake_model_server).complete(REQ)
     assert len(fake_model_server.requests) == 1  # not retried
     err = info.value
     assert key not in err.message and key not in (err.hint or "") and key not in str(err)
@@ -423,7 +424,7 @@ def test_connection_refused_raises_connection_failed(kind):
         openai_base_url = f"http://127.0.0.1:{port}/v1"
 
     with pytest.raises(ConnectionFailed) as info:
-        make(kind, Closed(), max_retries=0).complete(REQ)
+        make(kind, Closed()).complete(REQ)
     assert f"127.0.0.1:{port}" in info.value.message and info.value.retryable
 
 
@@ -431,7 +432,7 @@ def test_connection_refused_raises_connection_failed(kind):
 def test_slow_server_raises_model_timeout(kind, fake_model_server):
     fake_model_server.queue(Reply(text="late", delay_s=1.0))
     with pytest.raises(ModelTimeout):
-        make(kind, fake_model_server, max_retries=0, timeout=0.2).complete(REQ)
+        make(kind, fake_model_server, timeout=0.2).complete(REQ)
 
 
 @BOTH

@@ -137,7 +137,7 @@ class Conversation:
         try:
             turn = call_model(self.rt, request, **self.where)
         except Stopped as exc:
-            return self.stop(exc.reason)
+            return self.stop(exc.reason, error=exc.error)
         except ProviderError as exc:
             verdict = classify_provider_error(exc, work_done=self.wrote)
             self.record("decision", source="provider", decision=verdict.decision.value,

@@ -1,8 +1,15 @@
-"""Calling the model: infrastructure retries with backoff, and cancellation that does not wait
-for a slow reply.
+"""Calling the model: the one place that decides whether a failed call is tried again and how
+long to wait first, and cancellation that does not wait for a slow reply.
 
-Rate limits, 5xx, timeouts, dropped connections and malformed bodies are retried here, never
-shown to the model: `Retry-After` is honoured, otherwise the delay doubles from 1 s up to 30 s.
+The SDKs make one request per call (their own retries are off). Rate limits (429), an
+overloaded provider (529, 503), other 5xx, timeouts, dropped connections and malformed bodies are
+retried here, never shown to the model, up to `limits.infra_retries` times: after the wait the
+server asks for (`retry-after-ms`, `retry-after` in seconds or as an HTTP date), else after a
+delay that doubles from 1 s up to 30 s. A wait longer than `limits.max_wait_s` is not sat
+through: the attempt stops at once with `rate_limited`, naming the limit and the wait asked
+for, and the run stops so that `--resume` continues once the limit has passed. A limit that
+outlasts the retries, or that the server says not to retry (`x-should-retry: false`, a spent
+quota), ends the same way.
 The call itself runs on a daemon thread so that an interrupt or the deadline stops the agent
 within a fraction of a second even while a reply is slow; the abandoned reply is discarded.
 """
@@ -15,36 +22,38 @@ from typing import Any
 from agentrun.agent.classifier import is_infrastructure
 from agentrun.agent.runtime import Runtime
 from agentrun.providers.base import Request, Turn
-from agentrun.providers.errors import ProviderError
+from agentrun.providers.errors import Overloaded, ProviderError, RateLimited
 
 BASE_DELAY_S = 1.0
 MAX_DELAY_S = 30.0
-MAX_RETRY_AFTER_S = 300.0
 POLL_S = 0.02
 
 
 class Stopped(Exception):
-    """The execution was interrupted or ran out of time while waiting for the model."""
+    """The call cannot go on: interrupted, out of time, or limited for longer than agentrun
+    waits (`reason` is the stop reason, `error` says why in words when there is more to say)."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
+    def __init__(self, reason: str, error: str | None = None) -> None:
+        super().__init__(error or reason)
         self.reason = reason
+        self.error = error
 
 
 def backoff_delay(retry: int, retry_after: float | None) -> float:
-    """Seconds to wait before retry number `retry` (0-based)."""
+    """Seconds to wait before retry number `retry` (0-based): what the server asked for, else
+    the doubling delay."""
     if retry_after is not None and retry_after >= 0:
-        return min(float(retry_after), MAX_RETRY_AFTER_S)
+        return float(retry_after)
     return min(BASE_DELAY_S * 2 ** retry, MAX_DELAY_S)
 
 
 def call_model(rt: Runtime, request: Request, **where: Any) -> Turn:
     """One model turn, retrying infrastructure errors up to `limits.infra_retries` times.
 
-    Raises `Stopped` on interrupt/timeout, or the last `ProviderError` when retrying cannot
-    help (or retries are used up).
+    Raises `Stopped` on interrupt, timeout or a rate limit not worth waiting for, or the last
+    `ProviderError` when retrying cannot help (or retries are used up).
     """
-    retry = 0
+    retry, waited = 0, 0.0
     while True:
         reason = rt.stop_requested()
         if reason:
@@ -52,13 +61,41 @@ def call_model(rt: Runtime, request: Request, **where: Any) -> Turn:
         try:
             return _complete(rt, request)
         except ProviderError as exc:
-            if not is_infrastructure(exc) or retry >= rt.limits.infra_retries:
-                raise
+            limited = isinstance(exc, RateLimited | Overloaded)
             delay = backoff_delay(retry, exc.retry_after)
+            if limited and not exc.retryable:
+                raise _limited(rt, exc, "the server says not to retry", where) from exc
+            if limited and delay > rt.limits.max_wait_s:
+                raise _limited(rt, exc, f"the server asks to wait {_seconds(delay)}, longer "
+                               f"than agentrun waits ({_seconds(rt.limits.max_wait_s)})",
+                               where, wait_s=round(delay, 3)) from exc
+            if not is_infrastructure(exc):
+                raise
+            if retry >= rt.limits.infra_retries:
+                tries = f"after {retry} retr{'y' if retry == 1 else 'ies'}"
+                if limited:
+                    raise _limited(rt, exc, f"still limited {tries} ({_seconds(waited)} "
+                                   "waited)", where) from exc
+                exc.message = f"{exc.message} ({tries})"
+                raise
             retry += 1
+            waited += delay
             rt.record("infra_retry", error=f"{type(exc).__name__}: {exc}", retry=retry,
                       max_retries=rt.limits.infra_retries, delay_s=delay, **where)
             rt.wait(delay)
+
+
+def _limited(rt: Runtime, exc: ProviderError, why: str, where: dict[str, Any],
+             **extra: Any) -> Stopped:
+    """The attempt stops on a rate limit; the run learns of it from the progress event."""
+    error = f"{exc.message}; {why}: stopped, continue later with --resume"
+    rt.record("rate_limited", error=error, **extra, **where)
+    rt.emit({"type": "rate_limited", "error": error, **extra, **where})
+    return Stopped("rate_limited", error)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s" if value >= 10 else f"{value:.2g} s"
 
 
 def _complete(rt: Runtime, request: Request) -> Turn:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentrun.config import DEFAULT_RETRIES, DEFAULT_TOKEN_BUDGET
+from agentrun.config import DEFAULT_REQUEST_RETRIES, DEFAULT_RETRIES, DEFAULT_TOKEN_BUDGET
 from agentrun.errors import BadInput
 
 if TYPE_CHECKING:
@@ -36,7 +36,8 @@ class Limits:
     reflection_after_errors: int = 3  # circuit breaker level 1
     max_backtracks: int = 5  # circuit breaker level 2
     stuck_repeats: int = 3  # same call, same arguments, same result this many times in a row
-    infra_retries: int = 3  # retries of a model call on rate limits, 5xx, timeouts
+    infra_retries: int = DEFAULT_REQUEST_RETRIES  # of a model call on 429, 529, 5xx, timeouts
+    max_wait_s: float = 60.0  # the longest wait before a retry; a server asking more: stop
     subagent_max_steps: int = 10
     denials_before_escalation: int = 2  # PATH_DENIED / COMMAND_DENIED results in one attempt
     confirm_after_steps: int = 20  # long-task confirmation, interactive runs only

@@ -67,7 +67,7 @@ CONFIG_YAML = """# agentrun settings. Flags win over environment variables, then
 # worker_timeout_s: 1800
 # on_failure: continue         # continue | abort
 # retries: 3                   # fresh attempts after a failed one (per worker; --retries)
-# request_retries: 2           # the model SDK's retries of one request on 429/5xx
+# request_retries: 6           # retries of one model request on 429, 529, 5xx
 # command_env: [NODE_ENV]      # variables commands see besides PATH, LANG, TERM, TZ, ...
 """
 

@@ -186,6 +186,11 @@ def describe(e: dict[str, Any]) -> str | None:
                    else ""))
     if kind == "wrap_up":
         return f"worker {b}: asked to wrap up (spending cap)"
+    if kind == "rate_limit_stop":
+        return (f"the model's rate limit stopped the run (worker {b}): {e['error']}; no "
+                "further worker starts")
+    if kind == "agent_truncated":
+        return f"worker {b}: reply cut off at the output limit ({e.get('where')})"
     if kind == "review_skipped":
         return (f"{e['step']} was not run: the ${e['cap_usd']:g} spending cap is reached "
                 f"(${e['spent_usd']:.4f} spent)")

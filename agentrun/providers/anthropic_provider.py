@@ -1,7 +1,8 @@
 """Anthropic Messages API adapter (tool use, prompt caching) over the official SDK.
 
-The SDK is imported on the first call, not at import time (it costs ~1.2 s of CPU). Retries of
-429/5xx/connection errors are the SDK's own (`max_retries`); nothing here retries again.
+The SDK is imported on the first call, not at import time (it costs ~1.2 s of CPU). It makes
+one request per call: its own retries are off (it would sleep whatever `retry-after` says), and
+agent/modelcall.py decides whether and when to try again.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class AnthropicProvider:
     name = "anthropic"
 
     def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
-                 max_retries: int = 2, timeout: float = 600.0,
+                 timeout: float = 600.0,
                  env: Mapping[str, str] | None = None) -> None:
         env = os.environ if env is None else env
         key = api_key or env.get(KEY_VAR)
@@ -52,7 +53,6 @@ class AnthropicProvider:
                                 f"Export {KEY_VAR}=... to use the anthropic provider.")
         self.model = model
         self.base_url = base_url or env.get(BASE_URL_VAR) or None
-        self.max_retries = max_retries
         self.timeout = timeout
         self._api_key = key
         self._client: Any = None
@@ -60,7 +60,7 @@ class AnthropicProvider:
         self._lock = threading.Lock()
         self._turn_blocks: OrderedDict[tuple[str, ...], list[dict[str, Any]]] = OrderedDict()
         self._ctx = ErrorContext("anthropic", model, KEY_VAR, BASE_URL_VAR, self.base_url,
-                                 max_retries, (key, *url_secrets(self.base_url or "")))
+                                 (key, *url_secrets(self.base_url or "")))
 
     def __repr__(self) -> str:  # never show the key
         shown = public_url(self.base_url) if self.base_url else None
@@ -74,7 +74,7 @@ class AnthropicProvider:
                 self._sdk = anthropic
                 self._client = anthropic.Anthropic(
                     api_key=self._api_key, **sdk_endpoint(self.base_url),
-                    max_retries=self.max_retries, timeout=self.timeout)
+                    max_retries=0, timeout=self.timeout)  # retries: agent/modelcall.py
             return self._client
 
     def complete(self, request: Request) -> Turn:

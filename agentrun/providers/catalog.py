@@ -27,7 +27,7 @@ class ProviderConfig:
     provider: str
     model: str
     base_url: str | None
-    max_retries: int
+    max_retries: int  # agent/modelcall.py's retries of one request (config request_retries)
     timeout_s: float
     source: str  # where provider and model came from, for display
     script: str | None = None  # scripted provider only
@@ -74,16 +74,14 @@ def _anthropic(cfg: ProviderConfig, env: Mapping[str, str], script: Path | str |
                ) -> Provider:
     from agentrun.providers.anthropic_provider import AnthropicProvider
 
-    return AnthropicProvider(cfg.model, base_url=cfg.base_url, max_retries=cfg.max_retries,
-                             timeout=cfg.timeout_s, env=env)
+    return AnthropicProvider(cfg.model, base_url=cfg.base_url, timeout=cfg.timeout_s, env=env)
 
 
 def _openai(cfg: ProviderConfig, env: Mapping[str, str], script: Path | str | None
             ) -> Provider:
     from agentrun.providers.openai_provider import OpenAIProvider
 
-    return OpenAIProvider(cfg.model, base_url=cfg.base_url, max_retries=cfg.max_retries,
-                          timeout=cfg.timeout_s, env=env)
+    return OpenAIProvider(cfg.model, base_url=cfg.base_url, timeout=cfg.timeout_s, env=env)
 
 
 def _scripted(cfg: ProviderConfig, env: Mapping[str, str], script: Path | str | None

@@ -15,17 +15,25 @@ class ProviderError(AgentrunError):
     retryable = False
 
     def __init__(self, message: str, hint: str | None = None, *,
-                 retry_after: float | None = None) -> None:
+                 retry_after: float | None = None, retryable: bool | None = None) -> None:
         super().__init__(scrub_urls(message), scrub_urls(hint) if hint else hint)
-        self.retry_after = retry_after
+        self.retry_after = retry_after  # seconds the server asked to wait, if it said
+        if retryable is not None:  # the server said (`x-should-retry`)
+            self.retryable = retryable
 
 
 class RateLimited(ProviderError):
+    """429: too many requests or tokens for the account's limit."""
+
     retryable = True
 
 
 class ServerError(ProviderError):
     retryable = True
+
+
+class Overloaded(ServerError):
+    """529 / 503: the provider has no capacity now; waiting is the remedy, as for a 429."""
 
 
 class ConnectionFailed(ProviderError):

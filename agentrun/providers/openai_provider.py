@@ -1,7 +1,8 @@
 """OpenAI Chat Completions adapter over the official SDK; also any OpenAI-compatible server
 (Ollama, vLLM, LM Studio) through `OPENAI_BASE_URL`.
 
-The SDK is imported on the first call. Retries are the SDK's own (`max_retries`).
+The SDK is imported on the first call. It makes one request per call: its own retries are off,
+and agent/modelcall.py decides whether and when to try again.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class OpenAIProvider:
     name = "openai"
 
     def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
-                 max_retries: int = 2, timeout: float = 600.0,
+                 timeout: float = 600.0,
                  env: Mapping[str, str] | None = None) -> None:
         env = os.environ if env is None else env
         self.base_url = base_url or env.get(BASE_URL_VAR) or None
@@ -41,7 +42,6 @@ class OpenAIProvider:
                                 f"Export {KEY_VAR}=..., or {BASE_URL_VAR}=http://... for an "
                                 f"OpenAI-compatible server (Ollama, vLLM, LM Studio).")
         self.model = model
-        self.max_retries = max_retries
         self.timeout = timeout
         self._api_key = key
         self._client: Any = None
@@ -50,7 +50,7 @@ class OpenAIProvider:
         secrets = ((() if key == PLACEHOLDER_KEY else (key,))
                    + tuple(url_secrets(self.base_url or "")))
         self._ctx = ErrorContext("openai", model, KEY_VAR, BASE_URL_VAR, self.base_url,
-                                 max_retries, secrets)
+                                 secrets)
 
     def __repr__(self) -> str:  # never show the key
         shown = public_url(self.base_url) if self.base_url else None
@@ -69,7 +69,7 @@ class OpenAIProvider:
                 self._sdk = openai
                 self._client = openai.OpenAI(
                     api_key=self._api_key, **sdk_endpoint(self.base_url),
-                    max_retries=self.max_retries, timeout=self.timeout)
+                    max_retries=0, timeout=self.timeout)  # retries: agent/modelcall.py
             return self._client
 
     def complete(self, request: Request) -> Turn:

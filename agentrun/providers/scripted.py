@@ -30,6 +30,7 @@ from agentrun.providers.errors import (
     ConnectionFailed,
     MalformedResponse,
     ModelTimeout,
+    Overloaded,
     ProviderError,
     RateLimited,
     ServerError,
@@ -42,7 +43,8 @@ EXHAUSTED_TEXT = "(script exhausted)"
 # recording maps a live error back to its fault name with the same table.
 FAULT_ERRORS: dict[str, tuple[type[ProviderError], str, str]] = {
     "rate_limit": (RateLimited, "rate limited", "Wait and retry."),
-    "server_error": (ServerError, "server error 500", "Retry later."),
+    "overloaded": (Overloaded, "overloaded (529)", "Retry later."),  # (before its base class:
+    "server_error": (ServerError, "server error 500", "Retry later."),  # recording maps back)
     "timeout": (ModelTimeout, "model call timed out", "Retry, or raise the timeout."),
     "connection": (ConnectionFailed, "connection failed", "Check the network/base URL."),
     "auth": (AuthenticationFailed, "authentication failed", "Check the API key."),

@@ -20,6 +20,7 @@ from agentrun.providers.errors import (
     ConnectionFailed,
     MalformedResponse,
     ModelTimeout,
+    Overloaded,
     ProviderError,
     RateLimited,
     ServerError,
@@ -36,21 +37,20 @@ class ErrorContext:
     key_var: str  # e.g. ANTHROPIC_API_KEY
     base_url_var: str  # e.g. ANTHROPIC_BASE_URL
     base_url: str | None
-    max_retries: int
     secrets: tuple[str, ...] = ()
 
 
 def classify(exc: BaseException, sdk: ModuleType, ctx: ErrorContext) -> ProviderError:
-    """Map one SDK exception to the `ProviderError` the agent loop can act on."""
+    """Map one SDK exception to the `ProviderError` the agent loop can act on (the SDK makes
+    one request: whether and when to retry is agent/modelcall.py's call)."""
     where = public_url(ctx.base_url) if ctx.base_url else f"the {ctx.provider} API"
-    retries = f"after {ctx.max_retries} retr{'y' if ctx.max_retries == 1 else 'ies'}"
     if isinstance(exc, json.JSONDecodeError):
         return _redacted(MalformedResponse, ctx,
                          f"{ctx.provider} returned a body that is not valid JSON ({exc.msg})",
                          f"The server at {where} is not speaking the {ctx.provider} API "
                          f"correctly; check {ctx.base_url_var}, or retry.")
     if isinstance(exc, sdk.APITimeoutError):
-        return _redacted(ModelTimeout, ctx, f"{ctx.provider} call timed out {retries}",
+        return _redacted(ModelTimeout, ctx, f"{ctx.provider} call timed out",
                          "Retry, or raise `timeout_s` in .specflow/config.yaml.")
     if isinstance(exc, sdk.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
@@ -63,7 +63,7 @@ def classify(exc: BaseException, sdk: ModuleType, ctx: ErrorContext) -> Provider
                          f"{ctx.provider} returned a response of an unexpected shape",
                          f"Check that {where} speaks the {ctx.provider} API; retry.")
     if isinstance(exc, sdk.APIStatusError):
-        return _status_error(exc, sdk, ctx, retries)
+        return _status_error(exc, sdk, ctx)
     return _redacted(ProviderError, ctx, f"{ctx.provider} call failed: {exc}",
                      "Retry; set AGENTRUN_DEBUG=1 to see the details.")
 
@@ -81,20 +81,24 @@ def invalid_response(ctx: ErrorContext, status: int, body: bytes) -> MalformedRe
                      f"check {ctx.base_url_var}, or retry.")
 
 
-def _status_error(exc: Any, sdk: ModuleType, ctx: ErrorContext, retries: str) -> ProviderError:
+def _status_error(exc: Any, sdk: ModuleType, ctx: ErrorContext) -> ProviderError:
     status = getattr(exc, "status_code", 0) or 0
     detail = _server_message(exc)
     msg = f"{ctx.provider} API error {status}: {detail}"
-    if isinstance(exc, sdk.RateLimitError):
-        return _redacted(RateLimited, ctx, f"{ctx.provider} rate limit hit {retries}: {detail}",
+    response = getattr(exc, "response", None)
+    wait = {"retry_after": retry_after_seconds(response), "retryable": should_retry(response)}
+    if isinstance(exc, sdk.RateLimitError) or status == 429:
+        return _redacted(RateLimited, ctx, f"{ctx.provider} rate limit (HTTP 429): {detail}",
                          "Wait and retry, lower --max-parallel, or raise your rate limit.",
-                         retry_after=retry_after_seconds(getattr(exc, "response", None)))
+                         **wait)
+    if status in (503, 529):
+        return _redacted(Overloaded, ctx, f"{ctx.provider} is overloaded (HTTP {status}): "
+                         f"{detail}", "The provider has no capacity now; retry later.", **wait)
     if isinstance(exc, sdk.AuthenticationError | sdk.PermissionDeniedError):
         return _redacted(AuthenticationFailed, ctx, msg,
                          f"Check {ctx.key_var}: the server rejected the key (status {status}).")
     if isinstance(exc, sdk.InternalServerError) or status >= 500:
-        return _redacted(ServerError, ctx, f"{msg} ({retries})",
-                         "The provider is failing; retry later.")
+        return _redacted(ServerError, ctx, msg, "The provider is failing; retry later.", **wait)
     if status == 408:
         return _redacted(ModelTimeout, ctx, msg, "Retry, or raise `timeout_s`.")
     if isinstance(exc, sdk.NotFoundError):
@@ -142,6 +146,14 @@ def retry_after_seconds(response: Any) -> float | None:
         if parsed is None:
             return None
         return max(0.0, float(email.utils.mktime_tz(parsed) - time.time()))
+
+
+def should_retry(response: Any) -> bool | None:
+    """The server's own word on retrying (`x-should-retry: true|false`), if it gave one: a
+    429 for a spent quota says false, and no wait helps then."""
+    headers = getattr(response, "headers", None)
+    value = headers.get("x-should-retry") if headers is not None else None
+    return {"true": True, "false": False}.get(str(value).strip().lower()) if value else None
 
 
 def redact(text: str, secrets: tuple[str, ...]) -> str:

@@ -19,13 +19,28 @@ Results = dict[str, WorkerResult]
 
 
 class Gate(Protocol):
-    """What may stop a wave besides an interrupt (the spending cap: `spending.Spending`)."""
+    """What may stop a wave besides an interrupt (the spending cap: `spending.Spending`; a
+    rate limit: `ratelimit.RateLimitStop`)."""
 
     def closed(self) -> bool:
         """True once no further worker may start."""
 
     def tend(self, running: Mapping[str, WorkerHandle]) -> None:
         """Wind down the running workers once closed."""
+
+
+class AnyGate:
+    """Closed when any of its gates is; each tends its own."""
+
+    def __init__(self, *gates: Gate) -> None:
+        self.gates = gates
+
+    def closed(self) -> bool:
+        return any(g.closed() for g in self.gates)
+
+    def tend(self, running: Mapping[str, WorkerHandle]) -> None:
+        for gate in self.gates:
+            gate.tend(running)
 
 
 def execute(batches: list[Batch], base: str, backend: WorkerBackend, *,

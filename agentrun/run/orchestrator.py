@@ -44,12 +44,13 @@ from agentrun.run.backends import (
     WorkerBackend,
     assignment_file,
 )
-from agentrun.run.execute import execute
+from agentrun.run.execute import AnyGate, execute
 from agentrun.run.integration import Integration, IntegrationChecker, sandbox_factory
 from agentrun.run.land import Lander, WaveLanding
 from agentrun.run.leftovers import sweep
 from agentrun.run.options import RunOptions
 from agentrun.run.own_files import commit_message, commit_own_changes
+from agentrun.run.ratelimit import RateLimitStop
 from agentrun.run.record import EventSink, Recorder, control_dir, new_run_id, now_text
 from agentrun.run.review_step import ReviewStep, review_position
 from agentrun.run.session import cancel_on_signals, preflight, run_lock
@@ -86,6 +87,7 @@ class Orchestrator:
             update={"cache_dir": str(self.run_dir / "cache")})  # shared by the run's worktrees
         self.spending = Spending(options.max_cost_usd, options.provider.model, options.pricing,
                                  self.record.emit)
+        self.rate_limit = RateLimitStop(self.record.emit)
         self.backend = backend or self._local_backend()
         self.land_while_running = land_while_running
         self._state: RunState | None = None
@@ -110,8 +112,10 @@ class Orchestrator:
                               warn=lambda text: self.state.warnings.append(text))
 
     def _relay(self, event: dict, record: bool = True) -> None:
-        """A worker's progress: its model turns count against the spending cap."""
+        """A worker's progress: its model turns count against the spending cap, and a rate
+        limit it stopped on stops the run."""
         self.spending.observe(event)
+        self.rate_limit.observe(event)
         self.record.emit(event, record=record)
 
     # -- the run ----------------------------------------------------------------------------
@@ -312,7 +316,8 @@ class Orchestrator:
         results = execute(
             triage.todo, base, self.backend,
             max_parallel=self.options.max_parallel, cancel=self.cancel,
-            verify=self.verify_delivery, not_started=self._not_started, gate=self.spending,
+            verify=self.verify_delivery, not_started=self._not_started,
+            gate=AnyGate(self.spending, self.rate_limit),
             on_result=landing.land_ready if self.land_while_running else lambda _: None)
         landed = landing.finish(results)
         if unchecked:
@@ -328,6 +333,10 @@ class Orchestrator:
         if self.cancel.is_set():
             return False
         if broken or self.target.stopped:  # the failure rules do not apply
+            return True
+        if self.rate_limit.closed():
+            state.stop_reason = StopReason.RATE_LIMITED
+            state.warnings.append(self.rate_limit.summary())
             return True
         if self.spending.reached and (wave.number < len(self.plan.waves) or any(
                 state.groups[g].status != Status.COMPLETE for g in ran)):
@@ -349,10 +358,13 @@ class Orchestrator:
 
     def skip_wave(self, wave: Wave, reason: str) -> None:
         self.state.waves[wave.number - 1].status = "skipped"
+        why = self.state.stop_reason  # a cap or a rate limit: the groups' reason too
         for gid in wave.groups:
             group = self.state.groups[gid]
             if group.status == Status.PENDING:
                 group.status, group.error = Status.BLOCKED, reason
+                if why in (StopReason.COST_CAP, StopReason.RATE_LIMITED):
+                    group.stop_reason = why
         self.record.save()
 
     def _stop_for_space(self, error: NoSpace) -> None:
@@ -411,13 +423,19 @@ class Orchestrator:
             d.result = self.spending.capped(d.result, committed)
         result = self.verifier.check(d)
         self.spending.settle(d.batch, result)
+        if result.stop_reason == StopReason.RATE_LIMITED:  # (an in-process worker's too)
+            self.rate_limit.hit(d.batch, result.error or "rate limited")
         return result
 
     def _not_started(self, batch: Batch) -> None:
         capped = self.spending.reached and not self.cancel.is_set()
+        limited = self.rate_limit.closed() and not self.cancel.is_set()
         for gid in batch.ids:
             g = self.state.groups[gid]
-            if capped:
+            if limited and not capped:
+                g.status, g.error = Status.BLOCKED, scheduler.RATE_LIMIT_REASON
+                g.stop_reason = StopReason.RATE_LIMITED
+            elif capped:
                 g.status, g.error = Status.BLOCKED, scheduler.COST_CAP_REASON
                 g.stop_reason = StopReason.COST_CAP
             else:

@@ -22,6 +22,8 @@ COST_CAP_REASON = ("not started: the run reached its spending cap (continue with
                    "--max-cost HIGHER)")
 TARGET_REASON = ("not started: the run stopped landing when its branch was switched or reset "
                  "(switch back, then --resume)")
+RATE_LIMIT_REASON = ("not started: a worker met the model's rate limit (continue later with "
+                     "--resume)")
 
 
 class OnFailure(StrEnum):
@@ -120,6 +122,8 @@ def abort_reason(state: RunState) -> str:
         return COST_CAP_REASON
     if state.stop_reason == StopReason.TARGET_MOVED:
         return TARGET_REASON
+    if state.stop_reason == StopReason.RATE_LIMITED:
+        return RATE_LIMIT_REASON
     return INTEGRATION_REASON if state.stop_reason == StopReason.INTEGRATION \
         else ABORTED_REASON
 
@@ -139,7 +143,8 @@ def final_status(state: RunState, interrupted: bool) -> RunStatus:
         return RunStatus.INTERRUPTED
     if state.stop_reason == StopReason.INTEGRATION:
         return RunStatus.FAILED
-    if state.stop_reason in (StopReason.COST_CAP, StopReason.TARGET_MOVED):
+    if state.stop_reason in (StopReason.COST_CAP, StopReason.TARGET_MOVED,
+                             StopReason.RATE_LIMITED):
         return RunStatus.PARTIAL if any(s.landed_work for s in statuses) else RunStatus.FAILED
     if all(s == Status.COMPLETE for s in statuses):
         return RunStatus.COMPLETE
