@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, SerializeAsAny
 
+from agentrun.agent.allowance import Allowance
 from agentrun.agent.budget import TokenTracker
 from agentrun.agent.conversation import tool_names_for
 from agentrun.agent.prompts import render
@@ -69,13 +70,15 @@ def run_agent(task: AgentTask, provider: Provider, *, transcript: Transcript | N
 def run_attempts(task: AgentTask, executor: Executor, sandbox: Sandbox, *,
                  transcript: Transcript | None = None, cancel: threading.Event | None = None,
                  on_event: Callable[[dict[str, Any]], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> AgentOutcome:
+                 clock: Callable[[], float] = time.monotonic,
+                 allowance: Allowance | None = None) -> AgentOutcome:
     """Run `task` to an outcome with `executor`: attempts, validation (in `sandbox`), rollback
-    and retries included."""
+    and retries included; `allowance`: the worker's share of the run's spending cap."""
     limits = task.limits
     budget = Budget(TokenTracker(limits.token_budget), started=clock(),
                     max_duration_s=limits.max_duration_s,
-                    cancel=cancel if cancel is not None else threading.Event(), clock=clock)
+                    cancel=cancel if cancel is not None else threading.Event(), clock=clock,
+                    allowance=allowance)
     run = _Run(task, executor, sandbox, budget,
                transcript if transcript is not None else Transcript(None), on_event)
     return run.all_attempts()

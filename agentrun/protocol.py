@@ -182,6 +182,9 @@ class Assignment(BaseModel):
     result_path: str
     transcript_path: str | None = None
     progress_path: str | None = None
+    # the worker's share of the run's spending cap, which the run raises as it goes
+    # (agent/allowance.py); None: no cap
+    allowance_path: str | None = None
     interactive: bool = False
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     executor: Executor = "builtin"  # who works in the worktree: our loop or a coding-agent CLI

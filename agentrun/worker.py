@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from agentrun import workspace
+from agentrun.agent.allowance import Allowance
 from agentrun.agent.definitions import load_agent
 from agentrun.agent.prompts import render_worker_assignment
-from agentrun.agent.runtime import WRAP_UP
 from agentrun.agent.snapshots import Snapshot, checkout_snapshot
 from agentrun.agent.terminator import limits_for
 from agentrun.agent.transcript import Transcript
@@ -146,8 +146,13 @@ def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Pr
     executor, model = make_executor(assignment, provider, sandbox)
     progress.emit({"type": "start", "groups": [g.id for g in assignment.groups],
                    "model": model, "executor": assignment.executor})
+    allowance = None
+    if assignment.allowance_path:  # the run's spending cap: this worker's share of it
+        pricing = assignment.pricing or None
+        allowance = Allowance(Path(assignment.allowance_path),
+                              lambda usage: cost_usd(model, usage, pricing) or 0.0)
     outcome = run_attempts(task, executor, sandbox, transcript=transcript, cancel=cancel,
-                           on_event=progress.emit)
+                           on_event=progress.emit, allowance=allowance)
     return outcome, model
 
 
@@ -252,7 +257,6 @@ def process_main(assignment_path: str) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGUSR1, lambda _sig, _frame: WRAP_UP.set())  # the spending cap
     name = Path(assignment_path).parent.name
     try:
         assignment = Assignment.read(Path(assignment_path))

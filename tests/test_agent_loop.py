@@ -359,7 +359,7 @@ def test_a_wait_longer_than_agentrun_waits_stops_at_once_as_rate_limited(tmp_pat
             assert "overloaded (529)" in outcome.error and delays == []
         if name == "storm":
             assert delays == [0.5, 0.5] and len(provider.requests) == 3
-            assert "still limited after 2 retries (1 s waited)" in outcome.error
+            assert "still limited after 2 retries, 1 s waited" in outcome.error
 
 
 def test_infrastructure_errors_recover_transparently(tmp_path):

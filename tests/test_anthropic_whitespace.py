@@ -22,7 +22,7 @@ GROUPS = [("G1", [], "one.txt"), ("G2", [], "two.txt"), ("G3", [], "three.txt")]
 THINKING = {"G1": None, "G2": "I should write two.txt."}
 GARBAGE = b"\xff\xfe<html>test-key oops"
 GROUP_ID = re.compile(r"\bG\d+\b")
-INFRA_RETRIES = 3  # a model call's retries on malformed replies (agent/terminator.py)
+INFRA_RETRIES = 3  # a model call's retries on malformed replies (config `request_retries`)
 
 
 def submit(path: str) -> dict[str, Any]:
@@ -79,6 +79,7 @@ def test_whitespace_only_text_is_not_sent_back_and_garbage_is_an_invalid_respons
     root = init_repo(tmp_path / "p", {
         "README.md": "# fixture\n", ".gitignore": ".specflow/runs/\n",
         ".specflow/STATE.md": STATE_MD.format(spec=SPEC),
+        ".specflow/config.yaml": f"request_retries: {INFRA_RETRIES}\n",
         f".specflow/specs/{SPEC}.md": spec_text(SPEC, GROUPS),
     })
     model = StrictModel()

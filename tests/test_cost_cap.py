@@ -19,6 +19,7 @@ from test_review_cli import met, review_turn
 
 # -- the reviewer and the fix cycles (scripted provider, in-process workers) ----------------
 WORKER_USD = 0.235  # 2,200 input + 150 output tokens at $100 per million
+FIRST_CALL_USD = 0.11  # its first call: 1,000 input + 100 output tokens
 REVIEW_USD = 0.70  # 7,000 input tokens
 APPROVE = [met(1, "a.txt:1 holds the greeting"), met(2, "git diff --stat: 1 file changed")]
 FINDING = {"severity": "major", "file": "a.txt:1", "issue": "the greeting has no period",
@@ -48,8 +49,10 @@ def events(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_a_cap_reached_by_the_workers_skips_the_review_and_the_run_is_not_approved(tmp_path):
+    """The worker's last call reaches the cap: its work is complete, the review does not
+    start."""
     root = reviewed_project(tmp_path, [review_turn(APPROVE)])
-    proc = reviewed_run(root, 0.10)
+    proc = reviewed_run(root, 0.20)
     assert proc.returncode == 1, proc.stderr
     doc = proc.json
     assert doc["status"] == "partial" and doc["stop_reason"] == "cost_cap"
@@ -58,7 +61,7 @@ def test_a_cap_reached_by_the_workers_skips_the_review_and_the_run_is_not_approv
     assert doc["review"]["reviewed"] is False
     assert "spending cap" in doc["review"]["skipped"]
     line = next(w for w in doc["warnings"] if w.startswith("the review was not run"))
-    assert "spent $0.2350 of $0.1" in line and "`agentrun review SPEC-1`" in line
+    assert "spent $0.2350 of $0.2" in line and "`agentrun review SPEC-1`" in line
     assert "the review was not run" in proc.stderr
     assert "`agentrun review SPEC-1`" in (root / ".specflow/STATE.md").read_text()
     assert doc["spent_usd"] == WORKER_USD
@@ -81,15 +84,17 @@ def test_the_reviewers_cost_counts_and_a_fix_cycle_does_not_start_past_the_cap(t
 def test_the_fix_workers_cost_counts_and_the_next_review_does_not_start_past_the_cap(
         tmp_path):
     root = reviewed_project(tmp_path, [review_turn(APPROVE, [FINDING]), review_turn(APPROVE)])
-    cap = WORKER_USD + REVIEW_USD + 0.05  # reached by the fix worker
+    cap = WORKER_USD + REVIEW_USD + 0.05  # reached by the fix worker's first call
     proc = reviewed_run(root, cap, "--fix-cycles", "1")
     assert proc.returncode == 1, proc.stderr
     doc = proc.json
     assert doc["stop_reason"] == "cost_cap" and doc["status"] == "partial"
-    assert doc["groups"]["FIX-1"]["status"] == "complete"
+    fix = doc["groups"]["FIX-1"]
+    assert (fix["status"], fix["stop_reason"]) == ("partial", "cost_cap")
     assert len(doc["reviews"]) == 1  # the second review did not run
-    assert abs(doc["spent_usd"] - (2 * WORKER_USD + REVIEW_USD)) < 1e-9
-    assert any(w.startswith("the review was not run") for w in doc["warnings"])
+    assert abs(doc["spent_usd"] - (WORKER_USD + REVIEW_USD + FIRST_CALL_USD)) < 1e-9
+    assert any(w.startswith("the review of the fix was not run: the run reached its spending "
+                            "cap") for w in doc["warnings"])
 
 
 def test_agentrun_fix_counts_what_the_run_spent_and_holds_to_the_cap(tmp_path):
@@ -139,6 +144,7 @@ class FailsOnce:
         self.groups: list[str] = []
         self.failed = False
         self.lock = threading.Lock()
+        self.runs: dict[str, int] = {}  # (each run of a group writes its file anew)
 
     def __call__(self, request: RecordedRequest) -> Reply:
         group = group_of(request)
@@ -146,9 +152,10 @@ class FailsOnce:
         if turns_done(request) == 0:
             with self.lock:
                 self.groups.append(group)
+                self.runs[group] = n = self.runs.get(group, 0) + 1
             path = dict((g, p) for g, _, p in LINE)[group]
             return Reply(tool_calls=[{"name": "write_file", "arguments": {
-                "path": path, "content": f"# {group}\n"}}], usage=usage)
+                "path": path, "content": f"# {group} {n}\n"}}], usage=usage)
         with self.lock:
             fail = group == "G1" and not self.failed
             self.failed = self.failed or fail
@@ -160,9 +167,10 @@ class FailsOnce:
 
 
 def test_a_resume_counts_what_every_run_of_the_chain_spent(tmp_path):
-    """Every worker makes 2 calls. Run 1 (G1 fails, G2) stops at its cap after wave 1;
-    run 2 redoes G1 and does G3, and stops at its cap; run 3's cap is higher than run 2's but
-    below the 8 calls the chain has spent: nothing starts."""
+    """Every worker makes 2 calls, one at a time (a call costs CALL_USD). Run 1 (G1 fails,
+    G2) ends at its cap of 4 calls with wave 1; run 2 redoes G1, and G3's first call reaches
+    its cap of 6.5: G3 makes no second call, its file is kept as partial work; run 3's cap is
+    below the 7 calls the chain has spent: nothing starts. Run 4 finishes."""
     root = project(tmp_path / "p", LINE)
     model = FailsOnce()
 
@@ -173,24 +181,27 @@ def test_a_resume_counts_what_every_run_of_the_chain_spent(tmp_path):
                        "--max-cost", f"{cap_calls * CALL_USD}")
         return proc, len(server.requests)
 
-    proc, calls = step(3)
+    proc, calls = step(4)
     assert proc.returncode == 1 and proc.json["stop_reason"] == "cost_cap", proc.stderr
     assert proc.json["groups"]["G1"]["status"] == "failed" and calls == 4
+    assert proc.json["groups"]["G2"]["status"] == "complete"
     assert abs(proc.json["spent_usd"] - 4 * CALL_USD) < 1e-9
 
     proc, calls = step(6.5)
     assert proc.returncode == 1 and proc.json["stop_reason"] == "cost_cap", proc.stderr
-    assert calls == 4 and model.groups[-2:] == ["G1", "G3"]
-    assert abs(proc.json["spent_usd"] - 8 * CALL_USD) < 1e-9
+    assert calls == 3 and model.groups[-2:] == ["G1", "G3"]
+    g3 = proc.json["groups"]["G3"]
+    assert (g3["status"], g3["stop_reason"]) == ("partial", "cost_cap")
+    assert abs(proc.json["spent_usd"] - 7 * CALL_USD) < 1e-9
 
-    proc, calls = step(7.5)  # higher than run 2's cap, below the chain's 8 calls
+    proc, calls = step(6.9)  # higher than run 2's cap, below the chain's 7 calls
     assert proc.returncode == 1 and proc.json["stop_reason"] == "cost_cap", proc.stderr
     assert calls == 0
     assert proc.json["groups"]["G4"]["status"] == "blocked"
-    assert abs(proc.json["spent_usd"] - 8 * CALL_USD) < 1e-9
-    assert any("spent $1.3600" in w for w in proc.json["warnings"])
+    assert abs(proc.json["spent_usd"] - 7 * CALL_USD) < 1e-9
+    assert any("spent $1.1900" in w for w in proc.json["warnings"])
 
     proc, calls = step(12)
     assert proc.returncode == 0, proc.stderr
-    assert calls == 2 and proc.json["status"] == "complete"
-    assert abs(proc.json["spent_usd"] - 10 * CALL_USD) < 1e-9
+    assert calls == 4 and proc.json["status"] == "complete"
+    assert abs(proc.json["spent_usd"] - 11 * CALL_USD) < 1e-9

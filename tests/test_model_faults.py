@@ -47,12 +47,14 @@ class PerGroup:
     def __init__(self, replies: dict[str, list[Reply | Error]]) -> None:
         self.replies = {g: list(r) for g, r in replies.items()}
         self.seen: dict[str, list[RecordedRequest]] = {}
+        self.times: dict[str, list[float]] = {}  # when each request arrived
         self.lock = threading.Lock()
 
     def __call__(self, request: RecordedRequest) -> Reply | Error:
         group = group_of(request)
         with self.lock:
             self.seen.setdefault(group, []).append(request)
+            self.times.setdefault(group, []).append(time.monotonic())
             left = self.replies.get(group) or []
             return left.pop(0) if left else Error(400, f"nothing scripted for {group}")
 
@@ -61,8 +63,8 @@ class PerGroup:
         return str((self.seen[group][n].body or {}).get("messages"))
 
 
-def project(root: Path, groups: list[str]) -> Path:
-    return init_repo(root, {
+def project(root: Path, groups: list[str], files: dict[str, str] | None = None) -> Path:
+    return init_repo(root, {**(files or {}),
         "README.md": "# fixture\n",
         ".gitignore": ".specflow/runs/\n",
         ".specflow/PROJECT.md": "# Project\n",
@@ -154,7 +156,7 @@ def test_openai_refusals_and_a_call_cut_off_at_the_output_limit(tmp_path):
 def test_a_rate_limit_longer_than_agentrun_waits_stops_the_run_and_resume_continues(tmp_path):
     """G1 meets a 429 asking (as an HTTP date) for an hour at its second call, G3 a 529 asking
     for two hours at its first: neither waits, no further worker starts (G4), the run ends
-    within seconds, exit 1, naming the limit and the wait. G2's 503 asks for 0.3 s
+    within a minute of the 429, exit 1, naming the limit and the wait. G2's 503 asks for 0.3 s
     (`retry-after-ms`): that wait is sat through, and G2 completes. `--resume` continues."""
     hour = email.utils.formatdate(time.time() + 3600, usegmt=True)
     model = PerGroup({
@@ -170,10 +172,9 @@ def test_a_rate_limit_longer_than_agentrun_waits_stops_the_run_and_resume_contin
         f".specflow/specs/{SPEC}.md": spec_text(SPEC, [
             ("G1", [], "src/G1.py"), ("G2", [], "src/G2.py"), ("G3", [], "src/G3.py"),
             ("G4", ["G2"], "src/G4.py")])})
-    started = time.monotonic()
     with FakeModelServer(responder=model) as server:
         proc = run(root, server, "anthropic")
-    assert time.monotonic() - started < 60
+    assert time.monotonic() - model.times["G1"][1] < 60  # from the 429 to the end of the run
     assert proc.returncode == 1, proc.stderr
     doc = proc.json
     assert doc["stop_reason"] == "rate_limited" and doc["status"] == "partial"
@@ -200,3 +201,44 @@ def test_a_rate_limit_longer_than_agentrun_waits_stops_the_run_and_resume_contin
         proc = run(root, server, "anthropic", "--resume")
     assert proc.returncode == 0, proc.stderr
     assert proc.json["status"] == "complete" and sorted(again.seen) == ["G1", "G3", "G4"]
+
+
+class Endless:
+    """A model that never finishes: each call writes one more file, whatever it is told."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        group = group_of(request)
+        with self.lock:
+            n = self.calls[group] = self.calls.get(group, 0) + 1
+        return Reply(tool_calls=[{"name": "write_file", "arguments": {
+            "path": f"src/{group}_{n}.py", "content": f"# {n}\n"}}], usage=USAGE, delay_s=0.05)
+
+
+def test_the_spending_cap_is_hard_whatever_the_model_does(tmp_path):
+    """Three workers that would never stop, a cap of 8 calls: once the run has spent it, each
+    running worker makes no call beyond the one in flight; what they committed is kept as
+    partial, and the run spent at most the cap plus one call per worker."""
+    call_usd = (100 + 20) * 1000.0 / 1e6  # USAGE at $1000 per million tokens
+    model = Endless()
+    root = project(tmp_path / "p", ["G1", "G2", "G3"], {
+        ".specflow/config.yaml": "pricing:\n  fake-model: {input: 1000.0, output: 1000.0}\n"})
+    cap = 8 * call_usd
+    with FakeModelServer(responder=model) as server:
+        proc = agentrun("run", SPEC, "--provider", "openai", "--model", "fake-model", "--yes",
+                        "--json", "--no-review", "--max-cost", f"{cap}", cwd=root,
+                        env={"OPENAI_BASE_URL": server.openai_base_url,
+                             "OPENAI_API_KEY": KEY})
+    assert proc.returncode == 1, proc.stderr
+    doc = proc.json
+    assert doc["stop_reason"] == "cost_cap"
+    calls = len(server.requests)
+    assert 8 <= calls <= 8 + 3, model.calls  # the cap, and at most a call in flight each
+    assert cap <= doc["spent_usd"] <= cap + 3 * call_usd + 1e-9
+    for gid, group in doc["groups"].items():
+        assert (group["status"], group["stop_reason"]) == ("partial", "cost_cap"), gid
+        assert len(group["files_created"]) == model.calls[gid]  # every call's file, kept
+    assert "stopped at its next model call (spending cap)" in proc.stderr

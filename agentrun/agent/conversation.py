@@ -97,7 +97,6 @@ class Conversation:
             if reason:
                 return self.stop(reason)
             self.warn_budget()
-            self.messages += self.rt.wrap_up_messages(id(self))  # the run's spending cap
             turn = self.react()
             if isinstance(turn, AttemptOutcome):
                 return turn

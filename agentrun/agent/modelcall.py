@@ -3,13 +3,13 @@ long to wait first, and cancellation that does not wait for a slow reply.
 
 The SDKs make one request per call (their own retries are off). Rate limits (429), an
 overloaded provider (529, 503), other 5xx, timeouts, dropped connections and malformed bodies are
-retried here, never shown to the model, up to `limits.infra_retries` times: after the wait the
-server asks for (`retry-after-ms`, `retry-after` in seconds or as an HTTP date), else after a
-delay that doubles from 1 s up to 30 s. A wait longer than `limits.max_wait_s` is not sat
-through: the attempt stops at once with `rate_limited`, naming the limit and the wait asked
-for, and the run stops so that `--resume` continues once the limit has passed. A limit that
-outlasts the retries, or that the server says not to retry (`x-should-retry: false`, a spent
-quota), ends the same way.
+retried here, never shown to the model, up to `limits.infra_retries` times and `max_wait_s` of
+waiting in all: after the wait the server asks for (`retry-after-ms`, `retry-after` in seconds
+or as an HTTP date), else after a delay that doubles from 1 s up to 30 s. A wait asked for that
+is longer than `limits.max_wait_s` is not sat through: the attempt stops at once with
+`rate_limited`, naming the limit and the wait asked for, and the run stops so that `--resume`
+continues once the limit has passed. A limit that outlasts the retries, or that the server
+says not to retry (`x-should-retry: false`, a spent quota), ends the same way.
 The call itself runs on a daemon thread so that an interrupt or the deadline stops the agent
 within a fraction of a second even while a reply is slow; the abandoned reply is discarded.
 """
@@ -55,7 +55,7 @@ def call_model(rt: Runtime, request: Request, **where: Any) -> Turn:
     """
     retry, waited = 0, 0.0
     while True:
-        reason = rt.stop_requested()
+        reason = rt.stop_requested() or rt.call_refused()  # (the cap may wait for allowance)
         if reason:
             raise Stopped(reason)
         try:
@@ -71,11 +71,11 @@ def call_model(rt: Runtime, request: Request, **where: Any) -> Turn:
                                where, wait_s=round(delay, 3)) from exc
             if not is_infrastructure(exc):
                 raise
-            if retry >= rt.limits.infra_retries:
-                tries = f"after {retry} retr{'y' if retry == 1 else 'ies'}"
+            if retry >= rt.limits.infra_retries or waited + delay > rt.limits.max_wait_s:
+                tries = (f"after {retry} retr{'y' if retry == 1 else 'ies'}, "
+                         f"{_seconds(waited)} waited")
                 if limited:
-                    raise _limited(rt, exc, f"still limited {tries} ({_seconds(waited)} "
-                                   "waited)", where) from exc
+                    raise _limited(rt, exc, f"still limited {tries}", where) from exc
                 exc.message = f"{exc.message} ({tries})"
                 raise
             retry += 1

@@ -13,17 +13,9 @@ from agentrun.agent.budget import TokenTracker
 from agentrun.agent.interaction import ask_yes_no
 from agentrun.agent.terminator import Limits, Terminator
 from agentrun.agent.transcript import Transcript, emit_safely
-from agentrun.providers.base import Message, Provider
+from agentrun.providers.base import Provider
 from agentrun.sandbox.base import Sandbox
 from agentrun.tools.base import CommandPolicy
-
-# Set in a worker process when the run asks its workers to wrap up (SIGUSR1: the run reached
-# its spending cap); every conversation of the process then tells its model once.
-WRAP_UP = threading.Event()
-WRAP_UP_MESSAGE = (
-    "The run has reached its spending cap and is stopping. Do not start anything new: call "
-    "submit_result now with status `partial`, a summary of what is done and what is left, "
-    "and the acceptance criteria already met. Work you have written so far is kept.")
 
 
 @dataclass
@@ -43,7 +35,8 @@ class Runtime:
     on_event: Callable[[dict[str, Any]], None] | None = None
     sleep: Callable[[float], None] | None = None
     ask: Callable[[str], bool] | None = None
-    wrapped_up: set[int] = field(default_factory=set)  # conversations told to wrap up
+    # asked before every model call: None to go ahead, else the stop reason (the spending cap)
+    before_call: Callable[[], str | None] | None = None
 
     def record(self, type: str, **data: Any) -> None:
         self.transcript.record(type, **data)
@@ -59,6 +52,10 @@ class Runtime:
             return
         self.cancel.wait(max(0.0, min(seconds, self.terminator.time_left())))
 
+    def call_refused(self) -> str | None:
+        """Why the next model call must not start (see `before_call`), or None."""
+        return self.before_call() if self.before_call is not None else None
+
     def stop_requested(self) -> str | None:
         """'interrupted' or 'timeout' when the execution must stop right now."""
         if self.cancel.is_set():
@@ -66,15 +63,6 @@ class Runtime:
         if self.terminator.time_left() <= 0:
             return "timeout"
         return None
-
-    def wrap_up_messages(self, conversation: int) -> list[Message]:
-        """The wrap-up message, the first time `conversation` asks after the run asked its
-        workers to wrap up; otherwise nothing."""
-        if not WRAP_UP.is_set() or conversation in self.wrapped_up:
-            return []
-        self.wrapped_up.add(conversation)
-        self.record("wrap_up", reason="the run reached its spending cap")
-        return [Message(role="user", content=WRAP_UP_MESSAGE)]
 
     def confirm(self, question: str) -> bool:
         """Ask a person, only in an interactive run; CI never waits (the answer is no)."""

@@ -172,6 +172,8 @@ def stop_message(reason: str, limits: Limits, tracker: TokenTracker, breaker: Ci
         return f"ran out of time (limit {limits.max_duration_s:g}s)"
     if reason == "budget":
         return f"token budget exhausted ({tracker.used} of {tracker.budget} tokens)"
+    if reason == "cost_cap":
+        return "stopped at the run's spending cap: no further model call"
     if reason == "circuit_breaker":
         if breaker.tripped:
             return f"circuit breaker: {breaker.backtracks} backtracks, the approach " \

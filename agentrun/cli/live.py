@@ -182,10 +182,10 @@ def describe(e: dict[str, Any]) -> str | None:
     if kind in ("cost_warning", "cost_cap"):
         share = "80% of" if kind == "cost_warning" else "reached"
         return (f"spending: ${e['spent_usd']:.4f} spent, {share} the ${e['cap_usd']:g} cap"
-                + ("; no new worker starts, running ones wrap up" if kind == "cost_cap"
+                + ("; no new worker starts, running ones stop" if kind == "cost_cap"
                    else ""))
-    if kind == "wrap_up":
-        return f"worker {b}: asked to wrap up (spending cap)"
+    if kind == "cost_stop":
+        return f"worker {b}: stopped at its next model call (spending cap)"
     if kind == "rate_limit_stop":
         return (f"the model's rate limit stopped the run (worker {b}): {e['error']}; no "
                 "further worker starts")

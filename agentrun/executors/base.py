@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from agentrun.agent.allowance import Allowance
 from agentrun.agent.budget import TokenTracker
 from agentrun.agent.definitions import AgentDefinition
 from agentrun.agent.results import AttemptOutcome
@@ -49,13 +50,15 @@ class AgentTask:
 @dataclass
 class Budget:
     """What all attempts of a task spend together, so that a retry starts neither the clock
-    nor the token count afresh; and the flag that stops them all."""
+    nor the token count afresh; the flag that stops them all; and the worker's share of the
+    run's spending cap (`allowance`, None without a cap)."""
 
     tokens: TokenTracker
     started: float
     max_duration_s: float
     cancel: threading.Event = field(default_factory=threading.Event)
     clock: Callable[[], float] = time.monotonic
+    allowance: Allowance | None = None
 
     def time_left(self) -> float:
         return self.started + self.max_duration_s - self.clock()
@@ -67,6 +70,13 @@ class Budget:
         if self.time_left() <= 0:
             return "timeout"
         return None
+
+    def before_call(self) -> str | None:
+        """None when a model call may start now; else why not: the run's spending cap (which
+        may first wait for a larger allowance), an interrupt, the deadline."""
+        if self.allowance is None:
+            return self.stop_requested()
+        return self.allowance.check(self.tokens.usage, self.stop_requested, self.cancel.wait)
 
 
 def _nothing() -> None:

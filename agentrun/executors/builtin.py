@@ -44,7 +44,7 @@ class BuiltinExecutor:
                      project_root=task.project_root,
                      policy=task.command_policy or CommandPolicy(),
                      interactive=task.interactive, on_event=attempt.on_event,
-                     sleep=self.sleep, ask=self.ask)
+                     sleep=self.sleep, ask=self.ask, before_call=budget.before_call)
         before = budget.tokens.usage
         result = Conversation(rt, task.agent, attempt.text, attempt.tools,
                               max_steps=limits.max_steps, depth=0, attempt=attempt.number,

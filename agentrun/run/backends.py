@@ -41,9 +41,6 @@ class WorkerHandle(Protocol):
     def stop(self) -> None:
         """Ask the worker to stop and save what it has."""
 
-    def wrap_up(self) -> None:
-        """Ask the worker to submit what it has at its next model turn (the spending cap)."""
-
     def kill(self, reason: StopReason) -> None:
         """End the worker now, with everything it started."""
 
@@ -129,9 +126,6 @@ class FinishedHandle:
     def stop(self) -> None:
         pass
 
-    def wrap_up(self) -> None:
-        pass
-
     def kill(self, reason: StopReason) -> None:
         pass
 
@@ -174,7 +168,6 @@ class ProcessHandle:
         self.emit = emit
         self.offset = 0
         self.commands: set[int] = set()  # process groups of the commands it runs (checked)
-        self.wrap_up_asked = self.wrap_up_sent = False
 
     def poll(self) -> bool:
         proc = self.proc
@@ -195,20 +188,6 @@ class ProcessHandle:
 
     def stop(self) -> None:
         self.proc.request_stop(StopReason.INTERRUPTED)
-
-    def wrap_up(self) -> None:
-        """SIGUSR1 to the worker alone, once its first progress line shows that it handles
-        the signal (its default action would end the process)."""
-        self.wrap_up_asked = True
-        self._send_wrap_up()
-
-    def _send_wrap_up(self) -> None:
-        pid = self.proc.process.pid
-        if self.wrap_up_asked and not self.wrap_up_sent and self.offset and pid is not None \
-                and self.proc.alive():
-            self.wrap_up_sent = True
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGUSR1)
 
     def kill(self, reason: StopReason) -> None:
         """Kill the worker, then the commands it left running (they have sessions of their
@@ -244,7 +223,6 @@ class ProcessHandle:
             self.emit({**event, "type": f"agent_{event.get('type', 'event')}",
                        "batch": self.batch}, record=False)
         self.offset += end + 1
-        self._send_wrap_up()
 
     def _track(self, event: dict[str, object]) -> None:
         """Note a command's process group from the progress file, which the worker (and so
@@ -324,13 +302,15 @@ class ProcessBackend:
     be started at all, it says so once and runs the rest in-process, one at a time."""
 
     def __init__(self, prepare: Prepare, cancel: threading.Event, emit: EventSink, *,
-                 timeout_s: float, provider: str, warn: Callable[[str], None]) -> None:
+                 timeout_s: float, provider: str, warn: Callable[[str], None],
+                 in_process: Callable[[Assignment], None] = lambda _: None) -> None:
         self.prepare = prepare
         self.cancel = cancel
         self.emit = emit
         self.timeout_s = timeout_s
         self.provider = provider
         self.warn = warn  # records a warning of the run (the fallback is one)
+        self.in_process = in_process  # a prepared worker is to run in this process after all
         self.fallback: InProcessBackend | None = None
 
     @property
@@ -355,4 +335,5 @@ class ProcessBackend:
                 self.warn(f"worker processes could not be started ({exc}); "
                                      "running sequentially in-process")
                 self.emit({"type": "fallback_sequential", "reason": str(exc)})
+        self.in_process(assignment)
         return self.fallback.run(assignment)

@@ -109,7 +109,8 @@ class Orchestrator:
         return ProcessBackend(self.prepare, self.cancel, self._relay,
                               timeout_s=self.options.limits.timeout_s,
                               provider=self.options.provider.provider,
-                              warn=lambda text: self.state.warnings.append(text))
+                              warn=lambda text: self.state.warnings.append(text),
+                              in_process=lambda a: self._allow(a, alone=True))
 
     def _relay(self, event: dict, record: bool = True) -> None:
         """A worker's progress: its model turns count against the spending cap, and a rate
@@ -406,6 +407,9 @@ class Orchestrator:
         assignment.setup = self.setup
         if self.integration.base_fails:  # every worker's own check would fail: merges judge
             assignment.validation_command = None
+        if self.spending.cap is not None:  # its share of the cap, before it can spend
+            assignment.allowance_path = str(wdir / "allowance.json")
+            self._allow(assignment, alone=self.backend.sequential)
         assignment.write(assignment_file(assignment))
         for gid in batch.ids:
             g = self.state.groups[gid]
@@ -415,9 +419,13 @@ class Orchestrator:
                           "worktree": assignment.worktree, "branch": assignment.branch})
         return assignment
 
+    def _allow(self, assignment: Assignment, alone: bool) -> None:
+        if assignment.allowance_path:
+            self.spending.allow(assignment.batch, Path(assignment.allowance_path), alone=alone)
+
     def verify_delivery(self, d: Delivery) -> WorkerResult:
         """Check a worker's result against git; the cap counts what it cost."""
-        if d.batch in self.spending.wrapped:
+        if d.batch in self.spending.stopped or d.result.stop_reason == StopReason.COST_CAP:
             committed = bool(workspace.resolve_ref(self.root, d.ref)
                              and workspace.commits_since(self.root, d.base, d.ref))
             d.result = self.spending.capped(d.result, committed)
