@@ -105,6 +105,8 @@ class GroupAssignment(BaseModel):
     tasks: list[str] = Field(default_factory=list)
     dependencies: list[str] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)
+    context: str = ""  # a plan from another tool: the context its tasks come with
+    checks: list[str] = Field(default_factory=list)  # ... and how it says to check them
 
 
 class ProviderSettings(BaseModel):

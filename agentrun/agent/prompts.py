@@ -64,7 +64,8 @@ def render_worker_assignment(assignment: dict[str, Any],
     """The task text a worker agent receives, from an assignment dict.
 
     Accepted keys (all optional except the groups): `spec_id`, `spec_title` (or a nested
-    `spec: {id, title, path}`), `groups: [{id, title, tasks, dependencies, files}]`,
+    `spec: {id, title, path}`), `groups: [{id, title, tasks, dependencies, files, context,
+    checks}]`,
     `context`, `requirements`, `acceptance_criteria` (list or text), `constraints`,
     `project_md`, `validation_command`, `branch`. Sections are either text or, for
     `sections: {context, requirements, ...}`, a nested mapping.
@@ -97,6 +98,8 @@ def assignment_values(a: dict[str, Any]) -> dict[str, Any]:
             "tasks": [str(t) for t in g.get("tasks") or []],
             "dependencies": [str(d) for d in g.get("dependencies") or []],
             "files": [str(f) for f in g.get("files") or []],
+            "context": str(g.get("context") or "").strip(),
+            "checks": [str(c) for c in g.get("checks") or []],
         })
     return {
         "spec_id": str(a.get("spec_id") or spec.get("id") or ""),

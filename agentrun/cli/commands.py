@@ -15,6 +15,7 @@ def register(app: typer.Typer) -> None:
         clean_cmd,
         demo_cmd,
         fix_cmd,
+        import_cmd,
         init_cmd,
         new_cmd,
         plan_cmd,
@@ -35,4 +36,5 @@ def register(app: typer.Typer) -> None:
     app.command("clean")(clean_cmd.clean)
     app.command("init")(init_cmd.init)
     app.command("new")(new_cmd.new)
+    app.command("import")(import_cmd.import_plan)
     app.command("demo")(demo_cmd.demo)

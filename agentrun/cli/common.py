@@ -16,30 +16,47 @@ if TYPE_CHECKING:
 
 SPEC_ARG = typer.Argument(None, metavar="[SPEC]", show_default=False,
                           help="Spec file or id (default: the active spec in .specflow/STATE.md).")
-__all__ = ["JSON_OPT", "SPEC_ARG", "Mode", "load", "output", "pin_to_last_run", "relpath"]
+__all__ = ["CHANGED_OPT", "FORMAT_OPT", "JSON_OPT", "SPEC_ARG", "Mode", "kept_lines", "load",
+           "output", "pin_to_last_run", "relpath"]
 Mode = Literal["single", "orchestrated"]  # `--mode`: help lists the values, typer checks them
 
 JSON_OPT = typer.Option(False, "--json", help="Print one JSON document on stdout.")
+FORMAT_OPT = typer.Option(
+    None, "--format", metavar="native|speckit|kiro|gsd|taskmaster",
+    help="The plan's format (default: found from its content; see docs/formats.md).")
+CHANGED_OPT = typer.Option(
+    False, "--changed",
+    help="Only the groups whose tasks, files or dependencies changed since they last "
+         "landed, and the groups that depend on them; the others are kept.")
 
 
 def output(json_flag: bool) -> Output:
     return Output(detect_mode(json_flag))
 
 
-def load(spec_arg: str | None, *, names_paths: bool = True) -> tuple[Project, Spec]:
+def load(spec_arg: str | None, *, names_paths: bool = True, fmt: str | None = None,
+         changed: bool = False) -> tuple[Project, Spec]:
     """The project and parsed spec a command works on; errors are SpecError/BadInput.
+
+    The spec may be a plan in another tool's format (agentrun/formats/: detected, or `fmt`);
+    its groups the plan marks done are left out, as are, with `changed`, the groups that
+    did not change since they last landed (they are listed in `Spec.kept`).
 
     `names_paths`: the command uses the spec id in file names or branches, so an id that
     could leave the repository (`../../x`) is refused here, before anything is written.
     """
+    from agentrun.formats import load as load_any
     from agentrun.project import project_for_spec
-    from agentrun.spec import load_spec
     from agentrun.spec.ids import require_safe_id
 
     project, path = project_for_spec(spec_arg)
     if spec_arg is not None and not path.exists():
         suggest_spec(project.specs_dir, spec_arg)
-    spec = load_spec(path)
+    spec, _ = load_any(path, project.root, fmt)
+    if changed or spec.source is not None:
+        from agentrun.formats.living import select
+
+        spec = select(spec, project.execution_dir, changed=changed)
     return project, require_safe_id(spec) if names_paths else spec
 
 
@@ -77,3 +94,31 @@ def suggest_spec(specs_dir: Path, given: str) -> None:
     meant = next(n for n in names if n.upper() == close[0].upper())
     raise SpecError(f"spec not found: {given}",
                     hint=f"did you mean {meant}? ({relpath(specs_dir / (meant + '.md'))})")
+
+
+def kept_lines(spec: Spec) -> list[str]:
+    """One line per group the run leaves as it is, and one naming the plan it was read from."""
+    from agentrun.formats.render import FORMAT_NAMES
+
+    lines = []
+    if spec.source is not None:
+        lines.append(f"Plan: {FORMAT_NAMES.get(spec.source.format, spec.source.format)} "
+                     f"{spec.source.path} (record: {relpath(spec.path)})")
+    for k in spec.kept:
+        ids = f" ({', '.join(k.source_ids)})" if k.source_ids else ""
+        lines.append(f"Kept: {k.id}{ids} — {k.reason}")
+    return lines
+
+
+def groups_doc(spec: Spec) -> dict:
+    """`plan --json`'s account of every group: the ones planned, with the source task ids
+    each holds, and the kept ones."""
+    from dataclasses import asdict
+
+    return {
+        "groups": [{"id": g.id, "title": g.title, "source_ids": g.source_ids,
+                    "dependencies": g.dependencies, "files": g.files, "checks": g.checks}
+                   for g in spec.groups],
+        "kept": [asdict(k) for k in spec.kept],
+        "source": asdict(spec.source) if spec.source is not None else None,
+    }

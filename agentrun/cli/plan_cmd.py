@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from agentrun.cli.common import JSON_OPT, SPEC_ARG, Mode, load, output
+from agentrun.cli.common import (
+    CHANGED_OPT,
+    FORMAT_OPT,
+    JSON_OPT,
+    SPEC_ARG,
+    Mode,
+    groups_doc,
+    kept_lines,
+    load,
+    output,
+)
 
 
 def plan(
@@ -21,9 +31,14 @@ def plan(
              "Actions matrix: `strategy.matrix: ${{ fromJSON(needs.plan.outputs.matrix)"
              ".waves[0] }}`; each entry's `groups` goes to `agentrun worker --spec SPEC "
              "--groups ...`. See examples/ci/github-actions.yml."),
+    fmt: str | None = FORMAT_OPT,
+    changed: bool = CHANGED_OPT,
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Show the execution plan: mode and why, waves, worker batches, lint findings."""
+    """Show the execution plan: mode and why, waves, worker batches, lint findings.
+
+    SPEC may also be a spec-kit or Kiro tasks.md, a GSD PLAN.md or phase folder, or a
+    Taskmaster tasks.json (see docs/formats.md)."""
     from agentrun.cli.render import plan_summary
     from agentrun.errors import BadInput
     from agentrun.plan import build_plan
@@ -31,7 +46,7 @@ def plan(
     out = output(json_out)
     if mode not in (None, "single", "orchestrated"):
         raise BadInput(f"invalid --mode {mode!r}", hint="use --mode single or --mode orchestrated")
-    _project, parsed = load(spec)
+    _project, parsed = load(spec, fmt=fmt, changed=changed)
     result = build_plan(parsed, mode=mode, max_workers=max_workers)  # type: ignore[arg-type]
     if matrix:
         import json
@@ -47,6 +62,8 @@ def plan(
     if out.mode == "json":
         out.json({"ok": True, "spec": {"id": parsed.id, "title": parsed.title,
                                        "status": parsed.status, "path": str(parsed.path)},
-                  "plan": result.to_dict()})
+                  "plan": result.to_dict(), **groups_doc(parsed)})
     else:
         plan_summary(parsed, result, out.stdout)
+        for line in kept_lines(parsed):
+            out.stdout.print(line, markup=False)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import typer
 
 from agentrun.cli.ci_report import EVENTS_HELP, JUNIT_HELP
-from agentrun.cli.common import JSON_OPT, SPEC_ARG, Mode, output
+from agentrun.cli.common import CHANGED_OPT, FORMAT_OPT, JSON_OPT, SPEC_ARG, Mode, output
 from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, AgentrunError, BadInput
 
 if TYPE_CHECKING:
@@ -96,9 +96,15 @@ def run(
         None, "--fix-cycles", min=0, metavar="N",
         help="After a review that requests changes: fix and review again up to N times "
              "(default: asked in a terminal, 0 otherwise)."),
+    fmt: str | None = FORMAT_OPT,
+    changed: bool = CHANGED_OPT,
     json_out: bool = JSON_OPT,
 ) -> None:
     """Execute a spec: plan, run workers wave by wave, merge, review, and write the summary.
+
+    SPEC may also be a spec-kit or Kiro tasks.md, a GSD PLAN.md or phase folder, or a
+    Taskmaster tasks.json: it runs as it is, and afterwards its own file marks the tasks that
+    landed (see docs/formats.md).
 
     Once the work is merged and integration-checked, the reviewer agent judges the run's diff
     against the spec (as `agentrun review` does; --no-review skips it). Exit 0 only when the
@@ -118,7 +124,8 @@ def run(
         max_retries=retries, validation_command=validation_command,
         sequential=sequential, interactive=interactive, sandbox=sandbox,
         allow_network=allow_network, setup=setup, max_cost=max_cost, junit=junit,
-        events=events, executor=executor, no_review=no_review, fix_cycles=fix_cycles)
+        events=events, executor=executor, no_review=no_review, fix_cycles=fix_cycles,
+        fmt=fmt, changed=changed)
     raise typer.Exit(code)
 
 
@@ -131,7 +138,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "worker_timeout": None, "max_retries": None, "validation_command": None,
     "sequential": False, "interactive": False, "sandbox": None, "allow_network": False,
     "setup": None, "max_cost": None, "junit": None, "events": None, "executor": None,
-    "no_review": False, "fix_cycles": None,
+    "no_review": False, "fix_cycles": None, "fmt": None, "changed": False,
 }
 
 
@@ -173,20 +180,22 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     if opts["executor"] not in (None, *EXECUTORS):
         raise BadInput(f"invalid --executor {opts['executor']!r}",
                        hint=f"use {', '.join(EXECUTORS)}")
-    project, spec = load(spec_arg)
+    project, spec = load(spec_arg, fmt=opts["fmt"], changed=opts["changed"])
     for note in project.config.deprecations:
         out.warn(note)
     if opts["resume"]:
         project = pin_to_last_run(project, spec, out, "--resume")
+    if spec.kept and not spec.groups:
+        return nothing_to_run(out, spec)
     plan = build_plan(spec, mode=opts["mode"])
     if not opts["force"]:
         refuse_critical(spec)
-    if not opts["rerun"] and not opts["dry_run"] and not (
-            opts["resume"] and unfinished_review(project, spec)):
+    if not (opts["rerun"] or opts["dry_run"] or opts["changed"] or spec.source is not None
+            or (opts["resume"] and unfinished_review(project, spec))):
         refuse_finished(spec)
     config = project.config
     warnings = []
-    if (spec.status or "").lower() != "audited":
+    if (spec.status or "").lower() != "audited" and spec.source is None:
         note = f"{spec.id} status is {spec.status or 'unset'}, not audited"
         if opts["require_audit"]:
             raise NotAudited(note, hint=f"run `agentrun audit {spec.path}` first, or drop "
@@ -212,6 +221,10 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     summary_console = out.stderr if out.mode == "json" else out.stdout
     max_parallel = opts["max_parallel"] or config.max_parallel
     plan_summary(spec, plan, summary_console, max_parallel=max_parallel)
+    from agentrun.cli.common import kept_lines
+
+    for line in kept_lines(spec):
+        summary_console.print(line, markup=False)
     model_line = (f"not configured ({unconfigured.message}; a run needs one, the estimate "
                   f"assumes {cfg.model})" if unconfigured
                   else f"{cfg.provider}/{cfg.model} ({cfg.source})")
@@ -282,6 +295,10 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         review=None if opts["no_review"] else review_settings(project, opts, sandbox.mode),
         review_skipped="--no-review" if opts["no_review"] else None,
         setup=setup_settings, max_cost_usd=max_cost)
+    if spec.source is not None:  # the spec file a run of the plan keeps its record in
+        from agentrun.formats.companion import write as write_record
+
+        write_record(spec, project.root)
     with progress, \
             event_stream(opts["events"], progress, out) as on_event:
         orchestrator = Orchestrator(project, spec, plan, options, on_event=on_event)
@@ -307,6 +324,23 @@ def preflight_endpoint(cfg, out) -> None:
     check = check_endpoint(cfg, provider_env())
     if check is not None:
         out.progress(f"model endpoint: {check.describe()}")
+
+
+def nothing_to_run(out, spec) -> int:
+    """Every group is kept (unchanged since it landed, or done in the plan): exit 0."""
+    from dataclasses import asdict
+
+    from agentrun.cli.common import kept_lines
+
+    if out.mode == "json":
+        out.json({"ok": True, "nothing_to_run": True, "spec": spec.id,
+                  "kept": [asdict(k) for k in spec.kept]})
+        return EXIT_OK
+    for line in kept_lines(spec):
+        out.stdout.print(line, markup=False)
+    out.stdout.print(f"Nothing to run: all {len(spec.kept)} group(s) of {spec.id} are kept.",
+                     markup=False)
+    return EXIT_OK
 
 
 def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
@@ -339,6 +373,15 @@ def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
                   f"cost {format_cost(state.cost_usd)}")
     console.print(f"Review: {escape(review_words(state))}")
     console.print(f"Spec summary: {escape(str(orchestrator.spec.path))}")
+    spec = orchestrator.spec
+    if spec.source is not None:
+        marked = [str(p) for p in orchestrator.record.written
+                  if not str(p).endswith("-landed.json")]
+        console.print(f"Plan: {escape(spec.source.path)}: "
+                      + (f"marked what landed in {escape(', '.join(marked))}" if marked
+                         else "nothing new marked done"))
+    for kept in spec.kept:
+        console.print(f"Kept: {escape(kept.id)} — {escape(kept.reason)}")
     console.print(f"State: {escape(str(orchestrator.project.state_md))}, "
                   f"{escape(str(orchestrator.state_file))}")
     console.print(f"Run record: {escape(str(orchestrator.run_dir))}")

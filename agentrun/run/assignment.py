@@ -54,7 +54,8 @@ def make_assignment(project: Project, spec: Spec, plan: Plan, options: RunOption
         run_id=run_id, spec_id=spec.id, spec_path=spec_path,
         spec_title=spec.title, complexity=spec.complexity, batch=batch_id,
         groups=[GroupAssignment(id=g.id, title=g.title, tasks=g.tasks,
-                                dependencies=g.dependencies, files=g.files)
+                                dependencies=g.dependencies, files=g.files,
+                                context=g.context, checks=g.checks)
                 for g in spec_groups if g is not None],
         sections=sections,
         acceptance_criteria=[c.text for c in spec.acceptance_criteria],

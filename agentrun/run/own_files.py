@@ -33,6 +33,8 @@ def own_changes(root: Path, project: Project, spec: Spec) -> list[str]:
     PROJECT.md and config.yaml, and `.gitignore` when `init`'s entries are its only change."""
     scaffolding = {relpath(p, root) for p in (project.project_md, project.state_md,
                                               project.root / CONFIG_FILE, spec.path)}
+    if spec.source is not None:  # a plan in another format: its files are the spec too
+        scaffolding |= {relpath(project.root / f, root) for f in spec.source.files}
     gitignore = relpath(project.root / ".gitignore", root)
     ours = []
     for path in workspace.dirty_paths(root, ignore=_RECORDS):
@@ -58,8 +60,13 @@ def _without_entry(text: str) -> list[str]:
 def commit_message(spec: Spec, root: Path, paths: list[str]) -> str:
     """'agentrun: commit SPEC-001 and scaffolding before run', then every path, one a line."""
     spec_rel = relpath(spec.path, root)
-    what = [spec.id] if spec_rel in paths else []
-    if any(p != spec_rel for p in paths):
+    plan = spec.source.files if spec.source is not None else []  # relative to the project
+
+    def of_spec(path: str) -> bool:
+        return path == spec_rel or any(path == f or path.endswith("/" + f) for f in plan)
+
+    what = [spec.id] if any(of_spec(p) for p in paths) else []
+    if not all(of_spec(p) for p in paths):
         what.append("scaffolding")
     return f"agentrun: commit {' and '.join(what)} before run\n\n" + "\n".join(paths) + "\n"
 

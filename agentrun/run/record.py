@@ -72,6 +72,7 @@ class Recorder:
         # commit the state even when `.specflow/execution/` is git-ignored (CI: the next
         # wave's jobs read it from the commit)
         self.force_state = False
+        self.written: list[Path] = []  # the plan's files and landed record (agentrun/formats/)
         self._events: IO[str] | None = None
 
     # -- events -----------------------------------------------------------------------------
@@ -142,6 +143,10 @@ class Recorder:
             new = set_frontmatter_value(new, "status", status)
         if new != text:
             atomic_write_text(self.spec.path, new)
+        from agentrun.formats.living import after_run
+
+        self.written = after_run(self.spec, self.project.root, self.project.execution_dir,
+                                 self.state)
 
     def commit_report(self, message: str | None = None) -> None:
         """Commit the spec summary, STATE.md and execution state (only those paths)."""
@@ -149,7 +154,8 @@ class Recorder:
             workspace.git("add", "-f", "--", relpath(self.state_file, self.root),
                           cwd=self.root)
         paths = [relpath(p, self.root)
-                 for p in (self.spec.path, self.project.state_md, self.state_file)
+                 for p in (self.spec.path, self.project.state_md, self.state_file,
+                           *self.written)
                  if Path(p).exists()]
         changed = set(workspace.dirty_paths(self.root, ignore=(".specflow/runs/",)))
         paths = [p for p in paths if p in changed]

@@ -42,6 +42,33 @@ class TaskGroup:
     line: int | None = None  # 1-based line where the group is first defined
     duplicate_lines: list[int] = field(default_factory=list)  # the same id defined again
     self_dependency: bool = False  # it named itself as a dependency (dropped)
+    # a plan read from another tool's format (agentrun/formats/): the ids of the source's
+    # tasks this group holds, the context its worker reads with them, and its checks
+    source_ids: list[str] = field(default_factory=list)
+    context: str = ""
+    checks: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SourceRef:
+    """Where a spec read from another tool's plan came from (see docs/formats.md)."""
+
+    format: str  # speckit, kiro, gsd or taskmaster
+    path: str  # the file or folder given, relative to the project root
+    files: list[str] = field(default_factory=list)  # every file the plan was read from
+    # a task with sub-tasks (Kiro): it runs as its sub-tasks and is ticked when they landed
+    containers: dict[str, list[str]] = field(default_factory=dict)
+    done: dict[str, str] = field(default_factory=dict)  # group id -> why the plan marks it done
+
+
+@dataclass
+class KeptGroup:
+    """A group this run leaves as it is: unchanged since it landed, or done in the source."""
+
+    id: str
+    title: str
+    source_ids: list[str]
+    reason: str
 
 
 @dataclass
@@ -69,6 +96,10 @@ class Spec:
     declared_waves: dict[str, int] = field(default_factory=dict)  # group id -> declared wave
     unread_rows: list[UnreadRow] = field(default_factory=list)  # group rows without a usable id
     requirement_sections: int = 0  # ### subsections under Requirements
+    source: SourceRef | None = None  # set when the plan was read from another tool's format
+    kept: list[KeptGroup] = field(default_factory=list)  # groups left out of this run
+    # every group's fingerprint before groups were left out (what a run that lands records)
+    fingerprints: dict[str, str] = field(default_factory=dict)
 
     @property
     def status(self) -> str | None:
