@@ -8,6 +8,7 @@ set of tasks that can run once the layers before it are done.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -268,21 +269,35 @@ def test_taskmaster_subtasks_in_dependency_order_with_test_strategy():
     assert {x.gid for x in imported.units if x.done} == {"G1", "G2"}
 
 
-def test_taskmaster_file_without_tags():
+def test_taskmaster_file_without_tags_and_plain_numbered_subtask_dependencies():
     imported, spec = plan_of(FIX / "taskmaster/task-master-legacy/tasks.json", "taskmaster")
-    assert layers(spec) == [["G1"], ["G2", "G3", "G5"], ["G4", "G6"]]
-    assert spec.group("G4").source_ids == ["4", "4.1", "4.2", "4.3", "4.4", "4.5"]
+    assert layers(spec) == [["G1"], ["G2", "G3", "G5"], ["G4", "G6", "G7"]]
+    # task 7 depends on 3 and 5: sub-task 7.2's `5` is task 5; 7.3's `1` and 7.5's `1, 2, 4`
+    # are its siblings
+    assert spec.group("G7").source_ids == ["7", "7.1", "7.2", "7.4", "7.3", "7.5"]
+    assert spec.group("G7").dependencies == ["G3", "G5"]
 
 
-@pytest.mark.parametrize(("fixture", "line", "words"), [
-    ("task-master-unknown-dep", 4, "task 1 depends on 16, which is not a task of this list"),
-    ("task-master-legacy-cycle", 282, "dependency cycle: 7.2 (line 282) -> 7.5 (line 312) -> "
-                                      "7.2 (line 282)"),
-])
-def test_taskmaster_errors_name_the_line(fixture, line, words):
+def test_taskmaster_unknown_dependency_names_the_line():
     with pytest.raises(SpecError) as err:
-        read_plan(FIX / "taskmaster" / fixture / "tasks.json", "taskmaster")
-    assert err.value.line == line
+        read_plan(FIX / "taskmaster/task-master-unknown-dep/tasks.json", "taskmaster")
+    assert err.value.line == 4
+    assert "task 1 depends on 16, which is not a task of this list" in err.value.message
+
+
+@pytest.mark.parametrize(("tasks", "words"), [
+    ([{"id": 1, "dependencies": [2]}, {"id": 2, "dependencies": [1]}],
+     "dependency cycle: 1 (line 3) -> 2 (line 4) -> 1 (line 3)"),
+    ([{"id": 1, "subtasks": [{"id": 1, "dependencies": ["1.2"]},
+                             {"id": 2, "dependencies": ["1.1"]}]}],
+     "dependency cycle: 1.1 (line 3) -> 1.2 (line 3) -> 1.1 (line 3)"),
+])
+def test_taskmaster_cycles_name_the_lines(tmp_path, tasks, words):
+    path = tmp_path / "tasks.json"
+    path.write_text('{\n  "tasks": [\n' + ",\n".join(
+        "    " + json.dumps(t) for t in tasks) + "\n  ]\n}\n")
+    with pytest.raises(SpecError) as err:
+        read_plan(path, "taskmaster")
     assert words in err.value.message
 
 
@@ -323,8 +338,6 @@ def test_every_task_once_and_the_import_plans_the_same(fmt, rel):
 def _task_ids(fmt: str, path: Path) -> set[str]:
     """The task ids the plan's files hold, read with a plain pattern per format."""
     if fmt == "taskmaster":
-        import json
-
         data = json.loads(path.read_text(encoding="utf-8"))
         tags = [(None, data)] if "tasks" in data else list(data.items())
         prefix = len(tags) > 1

@@ -3,7 +3,8 @@ an error names a line and a write-back replaces one value and keeps every other 
 
 `json` gives values only; this reader gives the same values plus, for every object, its line
 and the spans of its members' values (objects are keyed by `id()`, valid while the parsed
-value is alive).
+value is alive). `json` checks the text first, so the scan below can take it as valid; strings
+and numbers are decoded by `json` too.
 """
 
 from __future__ import annotations
@@ -13,9 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-_WS = re.compile(r"[ \t\n\r]*")
-_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
-_DECODER = json.JSONDecoder()
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+', re.S)
 
 
 @dataclass
@@ -28,84 +27,64 @@ class ObjectSpan:
 
 
 class JsonSpanError(ValueError):
-    def __init__(self, message: str, pos: int, text: str) -> None:
-        self.line = text.count("\n", 0, pos) + 1
-        super().__init__(f"{message} (line {self.line})")
+    def __init__(self, message: str, line: int) -> None:
+        self.line = line
+        super().__init__(f"{message} (line {line})")
+
+
+@dataclass
+class _Frame:
+    value: Any
+    start: int
+    span: ObjectSpan | None
+    key: str | None = None
 
 
 def parse(text: str) -> tuple[Any, dict[int, ObjectSpan]]:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise JsonSpanError(exc.msg, exc.lineno) from None
     spans: dict[int, ObjectSpan] = {}
-    pos = _WS.match(text, 0).end()  # type: ignore[union-attr]
-    value, pos = _value(text, pos, spans)
-    pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
-    if pos != len(text):
-        raise JsonSpanError("extra data after the JSON value", pos, text)
-    return value, spans
+    stack: list[_Frame] = []
+    result: list[Any] = []
+    line, counted = 1, 0
 
+    def place(value: Any, start: int, end: int) -> None:
+        if not stack:
+            result.append(value)
+            return
+        parent = stack[-1]
+        if parent.span is None:
+            parent.value.append(value)
+            return
+        assert parent.key is not None
+        parent.value[parent.key] = value
+        parent.span.values[parent.key] = (start, end)
+        parent.span.last_value_end = end
+        parent.key = None
 
-def _value(text: str, pos: int, spans: dict[int, ObjectSpan]) -> tuple[Any, int]:
-    if pos >= len(text):
-        raise JsonSpanError("unexpected end of the file", pos, text)
-    ch = text[pos]
-    if ch == "{":
-        return _object(text, pos, spans)
-    if ch == "[":
-        out: list[Any] = []
-        pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
-        if text.startswith("]", pos):
-            return out, pos + 1
-        while True:
-            item, pos = _value(text, pos, spans)
-            out.append(item)
-            pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
-            if text.startswith(",", pos):
-                pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
-            elif text.startswith("]", pos):
-                return out, pos + 1
-            else:
-                raise JsonSpanError("expected ',' or ']'", pos, text)
-    if ch == '"':
-        try:
-            return _DECODER.raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
-            raise JsonSpanError(exc.msg, exc.pos, text) from None
-    for word, val in (("true", True), ("false", False), ("null", None)):
-        if text.startswith(word, pos):
-            return val, pos + len(word)
-    m = _NUMBER.match(text, pos)
-    if m:
-        number = m.group(0)
-        return (float(number) if any(c in number for c in ".eE") else int(number)), m.end()
-    raise JsonSpanError("expected a JSON value", pos, text)
-
-
-def _object(text: str, pos: int, spans: dict[int, ObjectSpan]) -> tuple[Any, int]:
-    span = ObjectSpan(start=pos, end=pos, line=text.count("\n", 0, pos) + 1)
-    out: dict[str, Any] = {}
-    pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
-    if text.startswith("}", pos):
-        span.end = pos + 1
-        spans[id(out)] = span
-        return out, pos + 1
-    while True:
-        if not text.startswith('"', pos):
-            raise JsonSpanError("expected a member name", pos, text)
-        key, pos = _value(text, pos, spans)
-        pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
-        if not text.startswith(":", pos):
-            raise JsonSpanError("expected ':'", pos, text)
-        pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
-        start = pos
-        value, pos = _value(text, pos, spans)
-        out[key] = value
-        span.values[key] = (start, pos)
-        span.last_value_end = pos
-        pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
-        if text.startswith(",", pos):
-            pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
-        elif text.startswith("}", pos):
-            span.end = pos + 1
-            spans[id(out)] = span
-            return out, pos + 1
+    for m in _TOKEN.finditer(text):
+        token = m.group(0)
+        first = token[0]
+        if first in ",:":
+            continue
+        if first in "{[":
+            value: Any = {} if first == "{" else []
+            span = None
+            if first == "{":
+                line += text.count("\n", counted, m.start())
+                counted = m.start()
+                span = ObjectSpan(start=m.start(), end=-1, line=line)
+                spans[id(value)] = span
+            stack.append(_Frame(value, m.start(), span))
+        elif first in "}]":
+            frame = stack.pop()
+            if frame.span is not None:
+                frame.span.end = m.end()
+            place(frame.value, frame.start, m.end())
+        elif stack and stack[-1].span is not None and stack[-1].key is None:
+            stack[-1].key = json.loads(token)  # a member name
         else:
-            raise JsonSpanError("expected ',' or '}'", pos, text)
+            place(json.loads(token), m.start(), m.end())
+    return result[0], spans

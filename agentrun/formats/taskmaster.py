@@ -6,8 +6,10 @@ tags, as `{"<tag>": {"tasks": [...], "metadata": {...}}, ...}`; every tag is rea
 (apps/docs/capabilities/task-structure.mdx). Each task is one group: its own text, then each
 sub-task's, in the order the sub-tasks' dependencies allow; `testStrategy` is its checks and
 `acceptanceCriteria` the run's criteria. A task's `dependencies` name tasks of its tag; a
-sub-task's name sibling sub-tasks by number (or as `<task>.<sub>`, the form Taskmaster writes),
-and another task's sub-task as `<task>.<sub>` — which makes the group depend on that task.
+sub-task's name a sibling sub-task as `<task>.<sub>` (the form Taskmaster writes now) or by
+its number, another task's sub-task as `<task>.<sub>`, and a task by its number: a number its
+own task already depends on is that task (Taskmaster's validator reads it so), otherwise a
+sibling when there is one (as its next-task logic reads it), otherwise another task.
 Groups are `G<id>` (with several tags, `G<tag number><id as 3 digits>`: tag 2's task 7 is
 `G2007`). Tasks whose status is `done`, `completed`, `cancelled` or `deferred` are not run.
 """
@@ -15,6 +17,7 @@ Groups are `G<id>` (with several tags, `G<tag number><id as 3 digits>`: tag 2's 
 from __future__ import annotations
 
 import graphlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +37,8 @@ def detect(text: str) -> bool:
     if not stripped.startswith("{"):
         return False
     try:
-        data, _ = parse(stripped)
-    except (JsonSpanError, RecursionError):
+        data = json.loads(stripped)
+    except (ValueError, RecursionError):
         return False
     return bool(tag_lists(data))
 
@@ -142,12 +145,19 @@ def _subtask_order(path: Path, prefix: str, tid: str, subtasks: list[dict[str, A
     """The sub-tasks in an order their sibling dependencies allow (as listed, otherwise);
     a dependency on another task's sub-task becomes a dependency of the group."""
     by_sid = {str(s.get("id")): s for s in subtasks}
+    parent_deps = {str(d).split(".")[0] for d in tasks[tid].get("dependencies") or []}
     graph: dict[str, set[str]] = {}
     for sub in subtasks:
         sid = str(sub.get("id"))
         graph[sid] = set()
         for ref in sub.get("dependencies") or []:
             text = str(ref)
+            if "." not in text and (text in parent_deps or (text not in by_sid
+                                                            and text in tasks)):
+                # a task's number: the one its task depends on already, or another task
+                if text != tid and gid[text] not in deps:
+                    deps.append(gid[text])
+                continue
             owner, _, other = text.partition(".") if "." in text else (tid, "", text)
             if owner == tid:
                 if other not in by_sid:
@@ -170,6 +180,9 @@ def _subtask_order(path: Path, prefix: str, tid: str, subtasks: list[dict[str, A
         sorter.prepare()
     except graphlib.CycleError as exc:
         cycle = list(exc.args[1])[:-1][::-1]
+        listed = [str(s.get("id")) for s in subtasks]
+        first = min(range(len(cycle)), key=lambda i: listed.index(cycle[i]))
+        cycle = cycle[first:] + cycle[:first]
         chain = " -> ".join(f"{prefix}{tid}.{s} (line {_line(spans, by_sid[s])})"
                             for s in [*cycle, cycle[0]])
         raise bad_plan(path, _line(spans, by_sid[cycle[0]]), f"dependency cycle: {chain}",
