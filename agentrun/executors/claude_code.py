@@ -3,10 +3,12 @@
 The CLI runs in the worker's sandbox (with the network, which it needs for its model; files
 stay confined to the worktree), with a private HOME for its own config, telemetry and updates
 off, and no API key: it calls its model through a `KeyProxy` that holds the key. It reports
-through its stream of JSON events: they feed the live display and the transcript, and its last
-event carries the tokens and whether it failed. Its final message must end with a fenced JSON
-block, read like `submit_result`'s arguments; without a valid one the CLI is asked once more in
-the same session, then the attempt fails with the reason.
+through its stream of JSON events: they feed the live display and the transcript, each reply's
+tokens and each tool result go to the worker's limits as they come (guard.py: token budget,
+spending cap, stuck-loop breaker; its `--max-turns` is the step limit), and its last event
+carries the total and whether it failed. Its final message must end with a fenced JSON block,
+read like `submit_result`'s arguments; without a valid one the CLI is asked once more in the
+same session, then the attempt fails with the reason.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from agentrun.agent.results import AttemptOutcome, Submission
 from agentrun.errors import CannotStart
 from agentrun.executors import headless
 from agentrun.executors.base import AgentTask, Attempt
+from agentrun.executors.guard import CliGuard
 from agentrun.executors.headless import Cli
 from agentrun.executors.keyproxy import KeyProxy
 from agentrun.protocol import StopReason
@@ -50,6 +53,7 @@ class _Stream(headless.CliStream):
 
     final: dict[str, Any] | None = None
     replies: set[Any] = field(default_factory=set)  # message ids whose usage is counted
+    calls: dict[str, tuple[str, Any]] = field(default_factory=dict)  # tool_use id -> call
 
     def event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -71,6 +75,7 @@ class _Stream(headless.CliStream):
                 name = str(block.get("name", "?"))
                 tools.append(name)
                 args = block.get("input") or {}
+                self.calls[str(block.get("id"))] = (name, args)
                 target = args.get("file_path") or args.get("command") or args.get("pattern")
                 self.last_action = f"{name} {target}" if target else name
                 self.wrote = self.wrote or name in WRITE_TOOLS
@@ -80,6 +85,8 @@ class _Stream(headless.CliStream):
             else Usage()
         self.replies.add(message.get("id"))
         self.spent = self.spent + turn
+        if self.guard is not None:
+            self.guard.charge(turn)
         self.emit({"type": "step", "step": self.steps, "tool": tools[0] if tools else None,
                    "tokens": self.spent.total, "usage": turn.to_dict(),
                    "worker_usage": self.spent.to_dict(), "group": self.group})
@@ -90,6 +97,9 @@ class _Stream(headless.CliStream):
                 content = block.get("content")
                 text = content if isinstance(content, str) else json.dumps(content)
                 self.observation = text[:2000]
+                if self.guard is not None:
+                    name, args = self.calls.get(str(block.get("tool_use_id")), ("?", {}))
+                    self.guard.tool_result(name, args, text, block.get("is_error") is True)
 
 
 def config_dir() -> Path:
@@ -119,26 +129,28 @@ class ClaudeCodeExecutor(headless.CliExecutor):
 
     def run_attempt(self, task: AgentTask, attempt: Attempt) -> AttemptOutcome:
         attempt.before_write()  # the CLI may write from its first moment
-        with KeyProxy(self.upstream, self.key) as proxy:
-            stream, stop = self._run(task, attempt, proxy, attempt.text, resume=None)
+        guard = CliGuard(task.limits, attempt.budget, self.sandbox, attempt.transcript.record)
+        with KeyProxy(self.upstream, self.key, gate=guard.before_call) as proxy:
+            stream, stop = self._run(task, attempt, proxy, attempt.text, None, guard)
+            stop = stop or _out_of_turns(stream, task, guard)
             report = _report(stream)
             if isinstance(report, str) and stop is None and stream.session and \
                     stream.final is not None and not stream.final.get("is_error"):
                 attempt.transcript.record("cli_reask", reason=report)
                 again, stop = self._run(task, attempt, proxy, render(
                     "claude_code_reask", {"problem": report}, task.project_root),
-                    resume=stream.session)
+                    stream.session, guard)
                 stream = _merged(stream, again)
+                stop = stop or _out_of_turns(stream, task, guard)
                 report = _report(again)
-        usage = self._usage(stream)
-        attempt.budget.tokens.add(usage)
-        return headless.outcome(stream, report, stop, usage)
+        usage = guard.settle(self._usage(stream))
+        return headless.outcome(stream, report, stop, usage, guard.error)
 
     def _run(self, task: AgentTask, attempt: Attempt, proxy: KeyProxy, prompt: str,
-             resume: str | None) -> tuple[_Stream, StopReason | None]:
+             resume: str | None, guard: CliGuard) -> tuple[_Stream, StopReason | None]:
         """One CLI process; (what it said, why it was stopped — None if it ended itself)."""
         stream = _Stream(emit=attempt.on_event or (lambda e: None),
-                         record=attempt.transcript.record, group=task.group)
+                         record=attempt.transcript.record, group=task.group, guard=guard)
         argv = [self.cli.exe, "-p", prompt, "--output-format", "stream-json", "--verbose",
                 "--model", self.model, "--permission-mode", "acceptEdits",
                 "--allowedTools", ALLOWED_TOOLS,
@@ -174,6 +186,15 @@ def _usage(raw: Any) -> Usage:
 
     return Usage(count("input_tokens"), count("output_tokens"),
                  count("cache_read_input_tokens"), count("cache_creation_input_tokens"))
+
+
+def _out_of_turns(stream: _Stream, task: AgentTask, guard: CliGuard) -> StopReason | None:
+    """The CLI's own `error_max_turns` ending is the step limit, said as such."""
+    if (stream.final or {}).get("subtype") != "error_max_turns":
+        return None
+    guard.error = guard.error or (f"reached the step limit ({task.limits.max_steps} turns, "
+                                  "the CLI's --max-turns) before finishing")
+    return StopReason.MAX_STEPS
 
 
 def _merged(first: _Stream, second: _Stream) -> _Stream:

@@ -6,7 +6,8 @@ cannot nest inside agentrun's bubblewrap, so agentrun's confines it instead, as 
 command. Its config and sessions live in a private CODEX_HOME; analytics, feedback and web
 search are off. It gets no API key: it calls its model (the OpenAI Responses API) through a
 `KeyProxy` that holds the key. It reports through its `--json` events: they feed the live
-display and the transcript, and each finished turn carries the session's tokens. Codex reports
+display and the transcript, each finished turn carries the session's tokens, and its tokens and
+command results go to the worker's limits as they come (guard.py). Codex reports
 no cost: the worker prices the tokens with agentrun's price table, as for its own loop. Its
 final message must end with a fenced JSON block, read like `submit_result`'s arguments; without
 a valid one the session is resumed once with the question, then the attempt fails with the
@@ -26,6 +27,7 @@ from agentrun.agent.results import AttemptOutcome, Submission
 from agentrun.errors import CannotStart
 from agentrun.executors import headless
 from agentrun.executors.base import AgentTask, Attempt
+from agentrun.executors.guard import CliGuard
 from agentrun.executors.headless import Cli
 from agentrun.executors.keyproxy import KeyProxy
 from agentrun.protocol import StopReason
@@ -104,6 +106,12 @@ class _Stream(headless.CliStream):
             self.wrote = self.wrote or kind in WRITE_ITEMS
             self.steps += 1
             self._emit(TOOL_ITEMS[kind], Usage())
+            if self.guard is not None:
+                code = item.get("exit_code")
+                failed = item.get("status") == "failed" or (
+                    isinstance(code, int) and not isinstance(code, bool) and code != 0)
+                self.guard.tool_result(TOOL_ITEMS[kind], {"target": target},
+                                       self.observation, failed)
 
     def _turn(self, raw: Any) -> None:
         """A turn ended: what it cost is the session's total less what was counted before
@@ -114,6 +122,8 @@ class _Stream(headless.CliStream):
         self.spent = self.spent + turn
         self.turns += 1
         self._emit(None, turn)
+        if self.guard is not None:
+            self.guard.charge(turn)
 
     def _emit(self, tool: str | None, turn: Usage) -> None:
         self.emit({"type": "step", "step": self.steps, "tool": tool,
@@ -128,8 +138,9 @@ class CodexExecutor(headless.CliExecutor):
 
     def run_attempt(self, task: AgentTask, attempt: Attempt) -> AttemptOutcome:
         attempt.before_write()  # the CLI may write from its first moment
-        with KeyProxy(self.upstream, self.key, bearer=True) as proxy:
-            stream, stop = self._run(task, attempt, proxy, attempt.text, None, Usage())
+        guard = CliGuard(task.limits, attempt.budget, self.sandbox, attempt.transcript.record)
+        with KeyProxy(self.upstream, self.key, bearer=True, gate=guard.before_call) as proxy:
+            stream, stop = self._run(task, attempt, proxy, attempt.text, None, Usage(), guard)
             spent = stream.spent
             report = _report(stream)
             if isinstance(report, str) and stop is None and stream.session and \
@@ -137,18 +148,20 @@ class CodexExecutor(headless.CliExecutor):
                 attempt.transcript.record("cli_reask", reason=report)
                 again, stop = self._run(task, attempt, proxy, render(
                     "codex_reask", {"problem": report}, task.project_root),
-                    stream.session, spent)
+                    stream.session, spent, guard)
                 again.steps += stream.steps
                 again.wrote = again.wrote or stream.wrote
                 spent, stream, report = spent + again.spent, again, _report(again)
-        attempt.budget.tokens.add(spent)
-        return headless.outcome(stream, report, stop, spent)
+        spent = guard.settle(spent)
+        return headless.outcome(stream, report, stop, spent, guard.error)
 
     def _run(self, task: AgentTask, attempt: Attempt, proxy: KeyProxy, prompt: str,
-             resume: str | None, reported: Usage) -> tuple[_Stream, StopReason | None]:
+             resume: str | None, reported: Usage,
+             guard: CliGuard) -> tuple[_Stream, StopReason | None]:
         """One CLI process; (what it said, why it was stopped — None if it ended itself)."""
         stream = _Stream(emit=attempt.on_event or (lambda e: None),
-                         record=attempt.transcript.record, group=task.group, reported=reported)
+                         record=attempt.transcript.record, group=task.group, reported=reported,
+                         guard=guard)
         system = render("codex_system", {}, task.project_root)
         argv = [self.cli.exe, "exec", *(["resume"] if resume else []), "--json",
                 "--skip-git-repo-check", "--model", self.model,

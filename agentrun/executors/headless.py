@@ -1,7 +1,8 @@
 """What the coding-agent CLI executors (Claude Code, Codex) share: finding the installed CLI,
 following its stream of JSON events, running it in the worker's sandbox and stopping it when
-the worker is told to stop, reading the fenced JSON result block of its last
-message like `submit_result`'s arguments, and turning a run into an `AttemptOutcome`.
+the worker is told to stop or a limit is reached (guard.py), reading the fenced JSON result
+block of its last message like `submit_result`'s arguments, and turning a run into an
+`AttemptOutcome`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pydantic import ValidationError
 from agentrun.agent.results import AttemptOutcome, Submission
 from agentrun.errors import CannotStart
 from agentrun.executors.base import AgentTask, Attempt
+from agentrun.executors.guard import CliGuard
 from agentrun.protocol import Status, StopReason
 from agentrun.providers.base import Usage
 from agentrun.sandbox.base import CommandResult, Sandbox
@@ -51,6 +53,7 @@ class CliStream:
     emit: Callable[[dict[str, Any]], None]  # progress for the live display
     record: Callable[..., None]  # the worker's transcript
     group: str
+    guard: CliGuard | None = None  # the worker's limits, told of tokens and tool results
     session: str | None = None  # the CLI's session id, to resume it
     steps: int = 0
     wrote: bool = False
@@ -167,8 +170,9 @@ class CliExecutor:
                                       timeout_s=max(1.0, attempt.budget.time_left()), env=env,
                                       on_output=guarded(stream.feed))
         stream.flush()
-        stop = StopReason.INTERRUPTED if watcher.fired else \
-            StopReason.TIMEOUT if result.timed_out else None
+        halted = stream.guard.stop if stream.guard is not None else None
+        stop = StopReason.INTERRUPTED if watcher.fired else halted or \
+            (StopReason.TIMEOUT if result.timed_out else None)
         return result, stop
 
 
@@ -198,14 +202,17 @@ def read_report(final_message: str, error: str | None = None) -> Submission | st
 
 
 def outcome(stream: CliStream, report: Submission | str, stop: StopReason | None,
-            usage: Usage) -> AttemptOutcome:
+            usage: Usage, error: str | None = None) -> AttemptOutcome:
+    """`error`: which limit stopped the CLI, in words."""
     where = {"steps": stream.steps, "usage": usage, "wrote": stream.wrote,
              "last_thought": stream.last_thought, "last_action": stream.last_action,
              "observation": stream.observation}
     if stop is not None:
+        if stop == StopReason.TIMEOUT and error is None:
+            error = "ran out of time: the CLI was stopped at the worker's time limit"
         return AttemptOutcome(status=Status.FAILED, stop_reason=stop,
                               summary=f"Stopped ({stop}) after {stream.steps} steps.",
-                              error=f"the CLI was stopped: {stop}", **where)
+                              error=error or f"the CLI was stopped: {stop}", **where)
     if isinstance(report, str):
         return AttemptOutcome(status=Status.FAILED, stop_reason=StopReason.ERROR,
                               summary=stream.last_thought[:1000], error=report, **where)

@@ -13,6 +13,7 @@ import http.client
 import json
 import secrets
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from urllib.parse import urlsplit
@@ -26,15 +27,17 @@ UPSTREAM_TIMEOUT_S = 600.0
 class KeyProxy:
     """`with KeyProxy(upstream, key) as proxy:` — give the CLI `proxy.url` and `proxy.token`.
     `bearer`: the upstream takes the key as `Authorization: Bearer` (OpenAI) rather than as
-    `x-api-key` (Anthropic)."""
+    `x-api-key` (Anthropic). `gate` is asked before each call is forwarded: None lets it go,
+    a reason refuses it (the worker's limits, executors/guard.py; it may wait first)."""
 
-    def __init__(self, upstream: str, key: str, *, bearer: bool = False) -> None:
+    def __init__(self, upstream: str, key: str, *, bearer: bool = False,
+                 gate: Callable[[], str | None] | None = None) -> None:
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {upstream}")
         self.scheme, self.host, self.port = parts.scheme, parts.hostname, parts.port
         self.prefix = parts.path.rstrip("/")
-        self.key, self.bearer = key, bearer
+        self.key, self.bearer, self.gate = key, bearer, gate
         self.token = "agentrun-" + secrets.token_urlsafe(24)
         self.requests = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -83,6 +86,11 @@ def _handler(proxy: KeyProxy) -> type[BaseHTTPRequestHandler]:
                 return
             length = int(self.headers.get("content-length") or 0)
             body = self.rfile.read(length) if length else None
+            refusal = proxy.gate() if proxy.gate is not None and self.command == "POST" \
+                else None
+            if refusal:  # a limit of the worker's: this call is not made
+                self._error(400, f"agentrun stopped this model call: {refusal}")
+                return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _DROP}
             if proxy.bearer:  # (no key: a local server that takes none)
                 if proxy.key:

@@ -1,0 +1,127 @@
+"""The real `claude` CLI held to the limits agentrun's own loop keeps: the stuck-loop breaker,
+the token budget, the step limit and the run's spending cap, read from its stream (and its key
+proxy) as it runs; the CLI is stopped when one is reached, and the group says which.
+
+Each group of a run is scripted to its own fault, and the fake server's record of each group's
+requests shows the fault met the intended call."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from fake_model_server import FakeModelServer, RecordedRequest, Reply
+from test_executor_claude_code import CREATE, CWD, USAGE, claude_bin, make_project, run, text_of
+from test_executor_codex import GROUPS as CODEX_GROUPS
+from test_executor_codex import CodexModel, codex_bin, said
+from test_executor_codex import make_project as codex_project
+from test_executor_codex import run as codex_run
+
+__all__ = ["claude_bin", "codex_bin"]  # the fixtures, used by name
+
+LOOP = "/dev/null/agentrun/loop.txt"  # a Write that fails the same way every time
+
+
+class Faulty:
+    """Per group, by the file its task names: `loop` writes where no write can succeed,
+    `costly` reports 60,000 input tokens a reply, `endless` writes a new file every turn."""
+
+    def __init__(self, kinds: dict[str, str], usage: dict[str, int] | None = None) -> None:
+        self.kinds, self.usage = kinds, usage or USAGE
+        self.calls: dict[str, int] = {}  # tool-carrying requests per file
+        self.lock = threading.Lock()
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        body = request.body or {}
+        messages = body.get("messages") or []
+        if not body.get("tools"):  # a side request (a title, a summary): answer briefly
+            return Reply(text="ok", usage=USAGE)
+        first = text_of(messages[0].get("content")) if messages else ""
+        target, cwd = CREATE.search(first), CWD.search(json.dumps(body))
+        file = target.group(1) if target else "?"
+        with self.lock:
+            n = self.calls[file] = self.calls.get(file, 0) + 1
+        kind = self.kinds.get(file)
+        usage = {"input_tokens": 60_000, "output_tokens": 20} if kind == "costly" \
+            else self.usage
+        path = LOOP if kind == "loop" else f"{cwd.group(1) if cwd else '.'}/{file}"
+        if kind in ("costly", "endless") and n > 1:
+            path = path.replace(".txt", f"_{n}.txt")
+        content = "again\n" if kind == "loop" else f"call {n}\n"
+        return Reply(tool_calls=[{"name": "Write", "arguments": {
+            "file_path": path, "content": content}}], usage=usage)
+
+
+def test_a_looping_a_costly_and_an_endless_cli_are_each_stopped_by_their_limit(tmp_path,
+                                                                                 claude_bin):
+    """G1 repeats a failing Write, G2's replies cost 60,000 tokens each against the 100,000
+    budget, G3 never ends (4 turns allowed)."""
+    root = make_project(tmp_path / "project", [("G1", [], "src/alpha.txt"),
+                                                ("G2", [], "src/beta.txt"),
+                                                ("G3", [], "src/gamma.txt")])
+    model = Faulty({"src/alpha.txt": "loop", "src/beta.txt": "costly",
+                    "src/gamma.txt": "endless"})
+    with FakeModelServer(responder=model) as server:
+        proc = run(root, server, claude_bin, "--retries", "0", "--max-steps", "4")
+    assert proc.returncode == 1, proc.stderr
+    groups = proc.json["groups"]
+    loop, costly, endless = groups["G1"], groups["G2"], groups["G3"]
+    # G1: stopped at its third identical failure; the fourth call never reached the server
+    assert loop["stop_reason"] == "circuit_breaker" and loop["status"] == "failed"
+    assert "stuck: `Write` was called 3 times in a row with the same arguments" in loop["error"]
+    assert "ENOTDIR" in loop["error"] and model.calls["src/alpha.txt"] == 3
+    # G2: stopped when its second reply took it past the budget; its first file is kept
+    assert costly["stop_reason"] == "budget" and costly["status"] == "partial"
+    assert "token budget exhausted (120" in costly["error"] and "of 100000 tokens" in costly[
+        "error"]
+    assert model.calls["src/beta.txt"] == 2 and "src/beta.txt" in costly["files_created"]
+    # G3: the CLI's own error_max_turns, said as the step limit
+    assert endless["stop_reason"] == "max_steps" and endless["status"] == "partial"
+    assert endless["error"] == ("reached the step limit (4 turns, the CLI's --max-turns) "
+                                "before finishing")
+    assert model.calls["src/gamma.txt"] == 4
+    for words in ("stuck: `Write`", "token budget exhausted", "reached the step limit"):
+        assert words in proc.stderr
+
+
+def test_the_spending_cap_stops_cli_workers_at_their_next_model_call(tmp_path, claude_bin):
+    """Two CLIs that would never stop, a cap of 6 of their calls (10,000 input tokens at
+    $3 per million): no call beyond the one each had in flight."""
+    root = make_project(tmp_path / "project", [("G1", [], "src/alpha.txt"),
+                                                ("G2", [], "src/beta.txt")])
+    model = Faulty({"src/alpha.txt": "endless", "src/beta.txt": "endless"},
+                   usage={"input_tokens": 10_000, "output_tokens": 0})
+    call_usd = 10_000 * 3.0 / 1e6
+    with FakeModelServer(responder=model) as server:
+        proc = run(root, server, claude_bin, "--retries", "0",
+                   "--max-cost", f"{6 * call_usd}")
+    assert proc.returncode == 1, proc.stderr
+    doc = proc.json
+    assert doc["stop_reason"] == "cost_cap"
+    calls = sum(model.calls.values())
+    assert 6 <= calls <= 6 + 2, model.calls
+    for gid in ("G1", "G2"):
+        group = doc["groups"][gid]
+        assert (group["status"], group["stop_reason"]) == ("partial", "cost_cap"), group
+        assert group["files_created"]
+    assert doc["spent_usd"] <= 8 * call_usd + 0.01  # (side requests are small)
+
+
+def test_a_codex_cli_repeating_a_failing_command_is_stopped(tmp_path, codex_bin):
+    """G1's Codex runs the same failing command again and again: stopped at the third, by
+    name; G2 (the positive control) completes in the same run."""
+    root = codex_project(tmp_path / "project", CODEX_GROUPS[:2])
+    model = CodexModel(errors={"src/alpha.txt": Reply(tool_calls=[{
+        "name": "exec_command", "arguments": {"cmd": "cat /nonexistent/agentrun.txt"}}],
+        usage=USAGE)})
+    with FakeModelServer(responder=model) as server:
+        proc = codex_run(root, server, codex_bin, "--retries", "0")
+    assert proc.returncode == 1, proc.stderr
+    loop, control = proc.json["groups"]["G1"], proc.json["groups"]["G2"]
+    assert (loop["status"], loop["stop_reason"]) == ("failed", "circuit_breaker")
+    assert "stuck: `shell` was called 3 times in a row" in loop["error"], loop["error"]
+    assert "No such file" in loop["error"]
+    tooled = [r for r in server.requests if (r.body or {}).get("tools")
+              and "alpha.txt" in said(r)]
+    assert len(tooled) == 3
+    assert control["status"] == "complete"
