@@ -149,7 +149,7 @@ def test_a_run_killed_during_its_review_is_not_finished_and_resume_reviews_it(tm
     from test_review_cli import met, review_turn
 
     approve = {**review_turn([met(1, "src/a.py:1"), met(2, "git diff --stat")]),
-               "latency_s": 0.8}
+               "latency_s": 0.5}
     script = {"groups": {"G1": writes("src/a.py", "# G1\n")},
               "agents": {"code-reviewer": [approve]}}
     root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", FIVE[:1]), script)

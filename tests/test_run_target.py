@@ -47,13 +47,13 @@ def test_switching_branches_between_waves_stops_the_landing_and_resume_lands_it(
     with G3's task edited meanwhile, `--resume` merges G2's finished branch and runs G3
     again: only what is still the same task is reused."""
     script = {"groups": {"G1": writes("one.txt", "1\n"),
-                         "G2": writes("two.txt", "2\n", latency=1.5),
-                         "G3": writes("three.txt", "3\n", latency=1.5)}}
+                         "G2": writes("two.txt", "2\n", latency=1.0),
+                         "G3": writes("three.txt", "3\n")}}  # lands after G2, in group order
     root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", WAVES), script)
     base = head(root)
     run_git(root, "branch", "other")
     proc = start("run", "SPEC-1", *scripted(), cwd=root)
-    # G1 merged, G2's worker running (its model answers after 1.5 s): the user switches
+    # G1 merged, G2's worker running (its model answers after 1 s): the user switches
     wait_for(lambda: any(e["type"] == "worker_start" and e["batch"] == "G2"
                          for e in events(root)))
     run_git(root, "switch", "-q", "other")
