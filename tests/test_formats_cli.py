@@ -13,6 +13,7 @@ import yaml
 from clirun import agentrun
 from gitutil import init_repo, run_git
 from runkit import STATE_MD, scripted, submit, writes
+from test_review_cli import met, review_turn
 
 from agentrun.plan import compute_layers
 from agentrun.spec import load_spec
@@ -44,8 +45,9 @@ def project(root: Path, files: dict[str, str]) -> Path:
                             ".specflow/STATE.md": STATE_MD.format(spec="none"), **files})
 
 
-def script(root: Path, groups: dict) -> None:
-    (root / ".specflow/script.yaml").write_text(yaml.safe_dump({"groups": groups}))
+def script(root: Path, groups: dict, reviewer: list | None = None) -> None:
+    doc = {"groups": groups, **({"agents": {"code-reviewer": reviewer}} if reviewer else {})}
+    (root / ".specflow/script.yaml").write_text(yaml.safe_dump(doc))
     run_git(root, "add", ".specflow/script.yaml")
     run_git(root, "commit", "-q", "-m", "script")
 
@@ -82,12 +84,19 @@ def test_speckit_plan_runs_as_it_is_ticks_what_landed_and_reruns_what_changed(tm
     assert [(k["id"], k["reason"].split(" run ")[0]) for k in changed.json["kept"]] == [
         ("G1", "unchanged since")]
     script(root, {"G2": writes("calc/sub.py", "def sub(a, b):\n    return int(a) - int(b)\n"),
-                  "G3": writes("calc/mul.py", "def mul(a, b):\n    return a * b\n")})
-    second = agentrun("run", PLAN, "--changed", *scripted("--in-process"), cwd=root)
+                  "G3": writes("calc/mul.py", "def mul(a, b):\n    return a * b\n")},
+           reviewer=[review_turn([met(n, "calc/ holds it") for n in (1, 2, 3)])])
+    second = agentrun("run", PLAN, "--changed", *scripted("--in-process", review=True),
+                      cwd=root)
     assert second.returncode == 0, second.stderr
     assert sorted(second.json["groups"]) == ["G2", "G3"]  # G1 was not run again
+    assert second.json["review"]["result"] == "APPROVED"
     assert (root / PLAN).read_text().count("- [X] T00") == 3
     assert "that checks its arguments" in (root / PLAN).read_text()
+    # the review went to the spec kept for the plan; the ticks were committed with the report
+    assert "## Review History" in (root / RECORD).read_text()
+    assert "Review History" not in (root / PLAN).read_text()
+    assert run_git(root, "status", "--porcelain") == ""
     nothing = agentrun("run", PLAN, "--changed", *scripted(), cwd=root)
     assert nothing.returncode == 0 and nothing.json["nothing_to_run"] is True
 

@@ -167,3 +167,37 @@ def test_done_in_the_plan_is_kept_and_landed_groups_recorded(tmp_path):
     assert set(read_landed(execution / "taskmaster-landed.json")) == {"G3"}
     data = json.loads(path.read_text())["master"]["tasks"]
     assert [t["status"] for t in data] == ["done", "done", "done", "pending", "pending"]
+
+
+def test_changed_works_for_a_native_spec_too(tmp_path):
+    from runkit import spec_text
+
+    from agentrun.spec.parse import parse_spec
+
+    groups = [("G1", [], "src/a.py"), ("G2", ["G1"], "src/b.py"), ("G3", [], "src/c.py")]
+    execution = tmp_path / "execution"
+    spec = select(parse_spec(spec_text("SPEC-1", groups), "SPEC-1.md"), execution, changed=True)
+    assert spec.kept == [] and spec.source is None
+    record_landed(spec, execution, ["G1", "G2", "G3"], "r1", "then")
+    edited = [("G1", [], "src/a2.py"), *groups[1:]]  # G1 now creates another file
+    again = select(parse_spec(spec_text("SPEC-1", edited), "SPEC-1.md"), execution, changed=True)
+    assert [x.id for x in again.groups] == ["G1", "G2"]  # G2 depends on it
+    assert [(k.id, k.reason) for k in again.kept] == [("G3", "unchanged since run r1")]
+    # what the run records is the whole spec's fingerprint, G2's dependency on G1 included
+    assert again.fingerprints["G2"] == spec.fingerprints["G2"]
+
+
+def test_the_worker_reads_the_plans_context_and_checks():
+    from agentrun.agent.prompts import render_worker_assignment
+
+    imported = read_plan(FIX / "gsd/03-features/03-01-PLAN.md", "gsd")
+    group = to_spec(imported, FIX).groups[0]
+    text = render_worker_assignment({"spec_id": "gsd-03-01", "groups": [{
+        "id": group.id, "title": group.title, "tasks": group.tasks, "files": group.files,
+        "context": group.context, "checks": group.checks}]})
+    assert ("- Task 1: Create User model\n  Files: src/features/user/model.ts\n  Define User "
+            "type with id, email, name, createdAt. Export TypeScript interface.") in text
+    assert "Context from the plan:\n\nPlan 03-01 (03-01-PLAN.md)\n\nImplement complete User " \
+           "feature as vertical slice." in text
+    assert "Checks the plan gives (run them before you finish):\n- Task 1: Create User model: " \
+           "tsc --noEmit passes" in text

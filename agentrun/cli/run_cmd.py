@@ -375,7 +375,9 @@ def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
     console.print(f"Spec summary: {escape(str(orchestrator.spec.path))}")
     spec = orchestrator.spec
     if spec.source is not None:
-        marked = [str(p) for p in orchestrator.record.written
+        from agentrun.fsutil import relpath
+
+        marked = [relpath(p) for p in orchestrator.record.written
                   if not str(p).endswith("-landed.json")]
         console.print(f"Plan: {escape(spec.source.path)}: "
                       + (f"marked what landed in {escape(', '.join(marked))}" if marked

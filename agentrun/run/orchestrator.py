@@ -249,7 +249,9 @@ class Orchestrator:
                 for gid in batch.ids:
                     state.groups[gid] = GroupState(id=gid, title=titles.get(gid, ""),
                                                    wave=wave.label, batch=batch.id)
-        fingerprints = group_fingerprints(self.spec)
+        # a run of some groups only (`--changed`, a plan's done tasks left out) records their
+        # fingerprints as the whole spec defines them, not with the left-out dependencies cut
+        fingerprints = self.spec.fingerprints or group_fingerprints(self.spec)
         state.fingerprints = {g: fingerprints[g] for g in state.groups if g in fingerprints}
         if self.options.resume:
             old = load_state(self.state_file)

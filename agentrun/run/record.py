@@ -145,8 +145,9 @@ class Recorder:
             atomic_write_text(self.spec.path, new)
         from agentrun.formats.living import after_run
 
-        self.written = after_run(self.spec, self.project.root, self.project.execution_dir,
-                                 self.state)
+        written = after_run(self.spec, self.project.root, self.project.execution_dir,
+                            self.state)  # every call adds: a later one may find nothing new
+        self.written = list(dict.fromkeys([*self.written, *written]))
 
     def commit_report(self, message: str | None = None) -> None:
         """Commit the spec summary, STATE.md and execution state (only those paths)."""
