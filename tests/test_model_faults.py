@@ -1,8 +1,10 @@
-"""What a model says that is not an answer, through `agentrun run` and the real SDKs against the
-fake model server: refusals, replies cut off at the output limit, an end without a submitted
-result. None of them is ever `complete`; each is named in the group's result, the progress lines
-and the spec's Execution Summary. Each group is scripted to its own fault, and the server's
-record of each group's requests shows that the fault was served at the intended turn."""
+"""Model faults through `agentrun run` and the real SDKs against the fake model server: what a
+model says that is not an answer (refusals, replies cut off at the output limit, an end without
+a submitted result: never `complete`, each named in the group's result, the progress lines and
+the spec's Execution Summary), a rate limit longer than agentrun waits, and a model that never
+stops under a spending cap. Each group is scripted to its own fault, and the server's record of
+each group's requests shows that the fault was served at the intended turn. (How the OpenAI
+wire format says the same is read is tests/test_providers_sdk.py's.)"""
 
 from __future__ import annotations
 
@@ -128,29 +130,6 @@ def test_anthropic_refusals_truncations_and_a_missing_result_are_never_complete(
         assert words in proc.stderr
     summary = (root / f".specflow/specs/{SPEC}.md").read_text()
     assert "the model refused the task" in summary and "cut off at the output limit" in summary
-
-
-def test_openai_refusals_and_a_call_cut_off_at_the_output_limit(tmp_path):
-    cut = Reply(tool_calls=[{"name": "write_file",
-                             "arguments_json": '{"path": "src/G3.py", "content": "# G'}],
-                stop_reason="max_tokens", usage=USAGE)
-    model = PerGroup({
-        "G1": [Reply(refusal="I'm sorry, I can't assist with that.", usage=USAGE)],
-        "G2": [Reply(stop_reason="refusal", usage=USAGE)],  # finish_reason: content_filter
-        "G3": [cut] * 3,
-    })
-    root = project(tmp_path / "p", list(model.replies))
-    with FakeModelServer(responder=model) as server:
-        proc = run(root, server, "openai", "--retries", "1")
-    assert proc.returncode == 1, proc.stderr
-    groups = proc.json["groups"]
-    assert {g: (v["status"], v["stop_reason"]) for g, v in groups.items()} == {
-        "G1": ("failed", "refusal"), "G2": ("failed", "refusal"), "G3": ("failed", "truncated")}
-    assert [len(model.seen[g]) for g in ("G1", "G2", "G3")] == [1, 1, 3]
-    assert groups["G1"]["error"] == \
-        "the model refused the task: I'm sorry, I can't assist with that."
-    assert "mid tool call `write_file`" in groups["G3"]["error"]
-    assert not (root / "src/G3.py").exists()
 
 
 def test_a_rate_limit_longer_than_agentrun_waits_stops_the_run_and_resume_continues(tmp_path):

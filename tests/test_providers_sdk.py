@@ -354,6 +354,27 @@ def test_key_is_sent_in_headers_never_in_bodies(kind, fake_model_server):
     assert any(KEYS[kind] in v for v in sent.headers.values())
 
 
+def test_refusals_and_replies_cut_off_at_the_output_limit_are_named(fake_model_server):
+    """Anthropic `stop_reason: refusal` (with or without words), OpenAI `message.refusal` and
+    `finish_reason: content_filter`, and a tool call cut off by `length` (its arguments half
+    sent)."""
+    fake_model_server.queue(Reply(text="I can't help with that.", stop_reason="refusal"),
+                            Reply(stop_reason="refusal"),
+                            Reply(refusal="I'm sorry, I can't assist with that."),
+                            Reply(stop_reason="refusal"),
+                            Reply(tool_calls=[{"name": "write_file",
+                                               "arguments_json": '{"path": "a.py", "con'}],
+                                  stop_reason="max_tokens"))
+    anthropic, openai = make("anthropic", fake_model_server), make("openai", fake_model_server)
+    turns = [anthropic.complete(REQ), anthropic.complete(REQ),
+             *(openai.complete(REQ) for _ in range(3))]
+    assert [(t.stop_reason, t.text) for t in turns[:4]] == [
+        ("refusal", "I can't help with that."), ("refusal", ""),
+        ("refusal", "I'm sorry, I can't assist with that."), ("refusal", "")]
+    cut = turns[4]
+    assert cut.stop_reason == "max_tokens" and cut.tool_calls[0].arguments_error
+
+
 @BOTH
 def test_the_sdk_never_retries_and_the_wait_asked_for_is_read(kind, fake_model_server):
     """One request per call, whatever the status: agent/modelcall.py alone retries. The wait

@@ -54,6 +54,7 @@ class _Stream(headless.CliStream):
     final: dict[str, Any] | None = None
     replies: set[Any] = field(default_factory=set)  # message ids whose usage is counted
     calls: dict[str, tuple[str, Any]] = field(default_factory=dict)  # tool_use id -> call
+    said: str = ""  # the model's own last words (not the CLI's synthetic messages)
 
     def event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -71,6 +72,8 @@ class _Stream(headless.CliStream):
         for block in message.get("content") or []:
             if block.get("type") == "text" and str(block.get("text", "")).strip():
                 self.last_thought = str(block["text"]).strip()
+                if message.get("model") != "<synthetic>":
+                    self.said = self.last_thought
             elif block.get("type") == "tool_use":
                 name = str(block.get("name", "?"))
                 tools.append(name)
@@ -132,7 +135,7 @@ class ClaudeCodeExecutor(headless.CliExecutor):
         guard = CliGuard(task.limits, attempt.budget, self.sandbox, attempt.transcript.record)
         with KeyProxy(self.upstream, self.key, gate=guard.before_call) as proxy:
             stream, stop = self._run(task, attempt, proxy, attempt.text, None, guard)
-            stop = stop or _out_of_turns(stream, task, guard)
+            stop = stop or _out_of_turns(stream, task, guard) or _refused(stream, guard)
             report = _report(stream)
             if isinstance(report, str) and stop is None and stream.session and \
                     stream.final is not None and not stream.final.get("is_error"):
@@ -195,6 +198,16 @@ def _out_of_turns(stream: _Stream, task: AgentTask, guard: CliGuard) -> StopReas
     guard.error = guard.error or (f"reached the step limit ({task.limits.max_steps} turns, "
                                   "the CLI's --max-turns) before finishing")
     return StopReason.MAX_STEPS
+
+
+def _refused(stream: _Stream, guard: CliGuard) -> StopReason | None:
+    """The model refused (the CLI ends with `stop_reason: refusal`): said as such, in the
+    model's words, not asked again."""
+    if (stream.final or {}).get("stop_reason") != "refusal":
+        return None
+    words = stream.said or "(it gave no reason)"
+    guard.error = guard.error or f"the model refused the task: {words}"
+    return StopReason.REFUSAL
 
 
 def _merged(first: _Stream, second: _Stream) -> _Stream:
