@@ -14,26 +14,25 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrun.errors import AgentrunError, CannotStart
-from agentrun.gitcli import GitError, git, run_git, split_z
+from agentrun.gitcli import GitError, git, identity_env, run_git, split_z
 from agentrun.gitlock import RunLock, git_common_dir, worktree_lock
 
 __all__ = [
     "GitError", "MergeResult", "RunLock", "Worktree", "branch_exists", "changed_files",
     "commit_all", "commits_since", "create_worktree", "current_branch", "dirty_paths",
     "ensure_identity", "forget_worktree", "git", "git_common_dir", "head_commit",
-    "index_path", "is_ancestor",
-    "merge_branch", "populate_worktree", "ref_exists", "remove_worktree", "repo_root",
-    "resolve_ref", "verify_commits", "worktree_lock",
+    "index_path", "in_the_way", "is_ancestor", "merge_branch", "populate_worktree",
+    "ref_exists", "remove_worktree", "repo_root", "resolve_ref", "stage_all", "symlinks_of",
+    "tree_changes", "TreeChange", "verify_commits", "worktree_lock",
 ]
 
-FALLBACK_NAME = "agentrun"
-FALLBACK_EMAIL = "agentrun@localhost"
 _COMMIT_ID = re.compile(r"[0-9a-fA-F]{4,64}")
 # a worktree being removed: its folder renamed `.<name>.removing-<pid>` beside it, then deleted
 REMOVING = ".removing-"
@@ -135,24 +134,13 @@ def _under_any(path: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def ensure_identity(root: Path) -> dict[str, str]:
-    """Environment that gives commits an author when the user configured none.
+    """Environment that gives commits an author when the repository's config names none.
 
-    Returns only the variables that are missing (empty when git already knows who commits),
-    to be passed as `env=` to commit and merge. The user's config is never modified.
+    Returns only the variables that are missing (empty when git already knows who commits):
+    the user's global identity, else agentrun's. Every commit and merge through `git()` gets
+    them anyway (`gitcli.identity_env`); the user's config is never modified.
     """
-    env: dict[str, str] = {}
-    out = git("config", "--get-regexp", r"^user\.(name|email)$", cwd=root, check=False)
-    configured = {key for key, _, value in (line.partition(" ") for line in out.splitlines())
-                  if value.strip()}
-    wanted = (("user.name", ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"), FALLBACK_NAME),
-              ("user.email", ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"), FALLBACK_EMAIL))
-    for key, variables, fallback in wanted:
-        if key in configured:
-            continue
-        for var in variables:
-            if not os.environ.get(var) and not (var.endswith("EMAIL") and os.environ.get("EMAIL")):
-                env[var] = fallback
-    return env
+    return identity_env(root)
 
 
 # --- worktrees -------------------------------------------------------------------------------
@@ -292,20 +280,37 @@ def _delete_tree(path: Path) -> None:
 def commit_all(worktree: Path, message: str) -> str | None:
     """Stage everything (new, changed, deleted; .gitignore respected) and commit it.
 
-    Uses the git CLI, which keeps COMMIT_EDITMSG per worktree. Hooks run as the user set them
-    up. Returns the new sha, or None when there was nothing to commit.
+    Uses the git CLI, which keeps COMMIT_EDITMSG per worktree. No hook runs (`gitcli`); a
+    nested repository the worker made is staged as what it is, a gitlink, which the merge
+    policy then refuses by name. Returns the new sha, or None when there was nothing to
+    commit.
     """
     if not message.strip():
         raise ValueError("commit message must not be empty")
-    git("add", "-A", cwd=worktree)
+    stage_all(worktree)
     staged = run_git("diff", "--cached", "--quiet", cwd=worktree)
     if staged.returncode == 0:
         return None
     if staged.returncode != 1:
         raise GitError(["diff", "--cached", "--quiet"], staged.returncode, staged.stderr,
                        Path(worktree))
-    git("commit", "--quiet", "-m", message, cwd=worktree, env=ensure_identity(worktree))
+    git("commit", "--quiet", "--no-verify", "-m", message, cwd=worktree)
     return head_commit(worktree)
+
+
+def stage_all(tree: Path, env: dict[str, str] | None = None) -> None:
+    """Stage every change of a working tree as `git add -A` does (new, changed, deleted;
+    .gitignore respected; a nested repository as a gitlink), but with plumbing that never
+    looks inside a nested repository: `git add` runs `git status` in one checked out at a
+    gitlink path, under that repository's own config. Gitlinks already in the index are left
+    as they are. `env` adds to git's environment (a scratch index)."""
+    changed = split_z(git("diff-files", "-z", "--name-only", "--ignore-submodules=all",
+                          cwd=tree, env=env))
+    new = [p.rstrip("/") for p in split_z(git("ls-files", "-z", "--others",
+                                              "--exclude-standard", cwd=tree, env=env))]
+    if changed or new:  # removals and changes first: a file may become a folder, and back
+        git("update-index", "--add", "--remove", "-z", "--stdin", cwd=tree, env=env,
+            stdin="".join(f"{p}\0" for p in [*changed, *new]))
 
 
 def commits_since(worktree_or_root: Path, base: str, ref: str = "HEAD") -> list[str]:
@@ -343,6 +348,53 @@ def changed_files(root: Path, base: str, ref: str) -> tuple[list[str], list[str]
     return created, modified, deleted
 
 
+@dataclass(frozen=True)
+class TreeChange:
+    """One path that differs between two commits, with its modes (`000000` where a side has
+    none; `120000` a symlink, `160000` a gitlink) and the object it has afterwards."""
+
+    status: str  # A, M, D or T (type change)
+    path: str
+    old_mode: str
+    new_mode: str
+    new_object: str
+
+
+def tree_changes(root: Path, base: str, ref: str) -> list[TreeChange]:
+    """Every path that differs between two commits, read from git's trees (never from a
+    working tree); a rename is a delete and an add."""
+    out = git("diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-abbrev",
+              "--end-of-options", base, ref, cwd=root)
+    items = iter(split_z(out))
+    changes = []
+    for meta in items:
+        old_mode, new_mode, _old, new_object, status = meta.lstrip(":").split(" ")[:5]
+        changes.append(TreeChange(status[0], next(items), old_mode, new_mode, new_object))
+    return changes
+
+
+def symlinks_of(root: Path, ref: str) -> dict[str, str]:
+    """Every symlink in the tree of `ref`: its path and the target it holds."""
+    listed = split_z(git("ls-tree", "-r", "-z", "--full-tree", "--end-of-options", ref,
+                         cwd=root))
+    links = [(entry.split("\t", 1)[1], entry.split(" ")[2].split("\t")[0])
+             for entry in listed if entry.startswith("120000 ")]
+    if not links:
+        return {}
+    out = run_git("cat-file", "--batch", cwd=root,
+                  stdin="".join(f"{sha}\n" for _, sha in links)).stdout
+    data = out.encode("utf-8", "surrogateescape")  # a lossless round trip: sizes are bytes
+    targets: dict[str, str] = {}
+    at = 0
+    for path, _sha in links:
+        header_end = data.index(b"\n", at)
+        size = int(data[at:header_end].rsplit(b" ", 1)[1])
+        body = data[header_end + 1:header_end + 1 + size]
+        targets[path] = body.decode("utf-8", "surrogateescape")
+        at = header_end + 1 + size + 1
+    return targets
+
+
 def verify_commits(root: Path, claimed: Iterable[str], branch: str, base: str, *,
                    on_branch: Iterable[str] | None = None) -> tuple[list[str], list[str]]:
     """Check a worker's claimed commits against git.
@@ -374,31 +426,45 @@ def verify_commits(root: Path, claimed: Iterable[str], branch: str, base: str, *
 
 @dataclass(frozen=True)
 class MergeResult:
-    """Outcome of merging a worker branch: `commit` is the merge commit, None if nothing new."""
+    """Outcome of merging a worker branch: `commit` is the merge commit, None if nothing new.
+    `in_the_way` names the user's untracked or ignored paths that refused the merge."""
 
     ok: bool
     commit: str | None
     conflicts: list[str] = field(default_factory=list)
     message: str = ""
+    in_the_way: list[str] = field(default_factory=list)
 
 
 def merge_branch(root: Path, branch: str, message: str) -> MergeResult:
     """Merge `branch` into the branch checked out at `root` with a merge commit.
 
     A real three-way merge: a branch that started from an older base keeps everything merged
-    since. On a conflict or any other refusal the merge is aborted, so the target branch, the
-    index and the working tree are as they were; the caller keeps the branch for a human.
+    since. It never overwrites or deletes what the checkout holds untracked or ignored (a
+    `.env`, a build folder, agentrun's run records): such a path refuses the merge before git
+    runs (`in_the_way`). On a conflict or any other refusal the merge is aborted, so the target
+    branch, the index and the working tree are as they were; the caller keeps the branch for a
+    human.
     """
     before = head_commit(root)
+    if resolve_ref(root, branch) is None:
+        return MergeResult(False, None, [], f"branch {branch} does not exist")
+    fork = git("merge-base", "--end-of-options", before, branch, cwd=root, check=False)
+    if fork:
+        written = [c.path for c in tree_changes(root, fork, branch) if c.status != "D"]
+        blocked = in_the_way(root, written)
+        if blocked:
+            return MergeResult(False, None, [], (
+                f"not merged: {branch} writes {', '.join(blocked)}, which the checkout holds "
+                "untracked or ignored; the merge would overwrite or delete it (move it aside, "
+                "then merge the branch yourself)"), blocked)
     proc = run_git("merge", "--no-ff", "--no-edit", "--no-autostash", "-m", message,
-                   "--end-of-options", branch, cwd=root, env=ensure_identity(root))
+                   "--end-of-options", branch, cwd=root)
     if proc.returncode == 0:
         after = head_commit(root)
         if after == before:  # git merges nothing, not even with --no-ff, when it is merged
             return MergeResult(True, None, [], f"{branch} has no new commits")
         return MergeResult(True, after, [], f"merged {branch}")
-    if resolve_ref(root, branch) is None:
-        return MergeResult(False, None, [], f"branch {branch} does not exist")
     conflicts = split_z(git("diff", "--name-only", "--diff-filter=U", "-z", cwd=root,
                             check=False))
     if resolve_ref(root, "MERGE_HEAD") is not None:
@@ -411,3 +477,38 @@ def merge_branch(root: Path, branch: str, message: str) -> MergeResult:
     else:
         text = f"git refused to merge {branch}: {(proc.stderr or proc.stdout).strip()}"
     return MergeResult(False, None, sorted(conflicts), text)
+
+
+def in_the_way(root: Path, paths: Iterable[str]) -> list[str]:
+    """Of the places a merge writes `paths`, those the working tree at `root` holds as
+    something git does not track: an untracked or ignored file, symlink or folder at the path,
+    a file or symlink where a parent folder goes, untracked or ignored files in a folder that a
+    file replaces. git would overwrite or delete each (for ignored ones git 2.39 does not even
+    ask on a non-fast-forward merge). Read from the file system without following a symlink."""
+    top = Path(root)
+    single: set[str] = set()  # a file, symlink or other non-folder: in the way unless tracked
+    folders: set[str] = set()  # a folder where a file goes: in the way if it holds untracked
+    for path in paths:
+        parts = path.split("/")
+        for depth in range(1, len(parts) + 1):
+            here = "/".join(parts[:depth])
+            try:
+                mode = os.lstat(top / here).st_mode
+            except OSError:  # nothing there (or a file above it, already noted): no loss
+                break
+            if stat.S_ISDIR(mode):
+                if depth == len(parts):
+                    folders.add(here)
+                continue
+            single.add(here)
+            break
+    blocked: set[str] = set()
+    if single:
+        tracked = set(split_z(git("ls-files", "-z", "--cached", "--full-name", "--",
+                                  *(f":(top,literal){p}" for p in sorted(single)), cwd=root)))
+        blocked |= single - tracked
+    if folders:
+        loose = split_z(git("ls-files", "-z", "--others", "--directory", "--full-name", "--",
+                            *(f":(top,literal){p}" for p in sorted(folders)), cwd=root))
+        blocked |= {entry.rstrip("/") for entry in loose}
+    return sorted(blocked)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from agentrun.protocol import SandboxSettings, SetupSettings
 from agentrun.tools.base import CommandPolicy
-from agentrun.workspace import create_worktree, git
+from agentrun.workspace import create_worktree, git, stage_all
 from agentrun.worktree_setup import prepare_worktree
 
 
@@ -31,7 +31,7 @@ def build_repo(root: Path, dep_files: int) -> None:
         path = root / "deps" / f"pkg{i % 50}" / f"mod{i}.js"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"module.exports = {i};\n" * 20)
-    git("add", "-A", cwd=root)
+    stage_all(root)
     git("-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "init", cwd=root)
 
 

@@ -129,7 +129,8 @@ def connect(listener: Listener) -> str:
 def test_every_escape_a_sandboxed_command_tries_fails(tmp_path):
     """One sandboxed run, one group per escape (each group's work still lands):
     G1 writes outside its worktree (plainly, and hidden in python, also to the user's
-    README); G2 follows a symlink out; G3 reads a key in $HOME; G4 plants git hooks and
+    README); G2 follows a symlink out (and removes it: a symlink out of the repository would
+    fail the group, test_trust_landing.py); G3 reads a key in $HOME; G4 plants git hooks and
     fsmonitor settings; G5 leaves detached processes behind; G6 connects to a local listener;
     G7 reads a home path the config allows (`home_allow`) and tries to write it."""
     outside = tmp_path / "outside"
@@ -153,7 +154,7 @@ def test_every_escape_a_sandboxed_command_tries_fails(tmp_path):
             "G1": [f"echo pwned > {outside}/plain.txt",
                       python_writes(outside / "hidden.txt", "pwned"),
                       python_writes(tmp_path / "p" / "README.md", "pwned")],
-            "G2": [f"ln -s {target} link.txt && echo pwned >> link.txt"],
+            "G2": [f"ln -s {target} link.txt && echo pwned >> link.txt; rm -f link.txt"],
             "G3": ["cat ~/.ssh/id_ed25519 > stolen.txt; cat stolen.txt",
                     "python3 -c \"import os; print(open(os.path.expanduser('~') + "
                     "'/.ssh/id_ed25519').read())\""],

@@ -113,6 +113,28 @@ def test_a_symlink_to_git_internals_is_refused(tree):
         resolve_path(root, "gitlink/config")
 
 
+@pytest.mark.parametrize("path", [".specflow/config.yaml", ".specflow/agents",
+                                  ".specflow/agents/code-reviewer.md", ".SpecFlow/runs/x",
+                                  "src/.specflow/config.yaml", "./src/../.specflow/STATE.md",
+                                  "docs-link/agents/x.md", "specs-file"])
+def test_writes_under_specflow_are_refused_reads_are_not(tree, path):
+    """Workers cannot write agentrun's files: any path under a `.specflow` folder, at any
+    depth, in any case, named exactly like a folder (`.specflow/agents`, no trailing slash)
+    or reached through a symlink (`docs-link -> .specflow`, `specs-file -> .specflow/x`)."""
+    root, _ = tree
+    (root / ".specflow/agents").mkdir(parents=True)
+    (root / "docs-link").symlink_to(".specflow")
+    (root / "specs-file").symlink_to(".specflow/x.md")
+    resolve_path(root, path)  # reading is fine: workers read specs
+    with pytest.raises(PathDenied, match=r"under \.specflow"):
+        resolve_path(root, path, for_write=True)
+    assert resolve_path(root, "src/specflow.md", for_write=True).name == "specflow.md"
+    tools = Toolset(ToolContext(root=root))
+    result = tools.call("write_file", {"path": path, "content": "x"})
+    assert result.is_error and result.error_kind == PATH_DENIED
+    assert not (root / ".specflow/x.md").exists() and not (root / ".specflow/config.yaml").exists()
+
+
 def test_must_exist(tree):
     root, _ = tree
     assert resolve_path(root, "new/file.txt").name == "file.txt"
@@ -246,6 +268,9 @@ DENIED = [
     "git config --global user.name x", ":(){ :|:& };:", "bash -o pipefail -c 'git push'",
     "cp build/app /usr/local/bin/app", "mv /etc/hosts hosts.bak", "touch ~/.hushlogin",
     "ln -s x /etc/x", "sed -i 's/a/b/' /etc/hosts", "mkdir -p ../sibling",
+    "echo x > .specflow/agents/code-reviewer.md", "cp a .SpecFlow/config.yaml",
+    "ln -s ../elsewhere .specflow/runs", "rm -rf .specflow/runs", "mkdir -p sub/.specflow",
+    "touch .git/hooks/pre-commit", "echo 'gitdir: /tmp/x' > .git", "mv x sub/.GIT/config",
 ]
 
 ALLOWED = [
@@ -257,6 +282,7 @@ ALLOWED = [
     "git push-notes", "git config user.name x", "cut -d' ' -f1 < /etc/hostname",
     "cp /etc/hostname src/", "sed 's/a/b/' /etc/hostname", "mv a.txt b.txt", "mkdir -p a/b",
     "chmod +x run.sh", "bash scripts/build.sh", "touch /tmp/agentrun-stamp",
+    "cat .specflow/specs/SPEC-1.md", "cp .specflow/specs/SPEC-1.md notes.md", "touch specflow.md",
 ]
 
 

@@ -28,15 +28,16 @@ def test_a_worker_writing_a_prompt_does_not_change_what_later_workers_are_told(t
                      "INJECTED {{ ''.__class__.__mro__ }}\n")[:1]
         + writes("src/a.py", "A = 1\n"),
         "G2": writes("src/b.py", "B = 2\n")}}
-    # the spec names the prompt, so the merge policy lets G1's change land (flagged): even
-    # then, wave 2 is told what the user committed
+    # even a spec that names the prompt does not let a worker write under .specflow/: the file
+    # tool refuses, and wave 2 is told what the user committed
     spec = spec_text("SPEC-31", TWO_WAVES) + \
         "\n## Files to Modify\n\n- `.specflow/prompts/worker_assignment.md`\n"
     root = make_project(tmp_path / "p", "SPEC-31", spec, script,
                         files={".specflow/prompts/worker_assignment.md": USER_TEMPLATE})
     proc = agentrun("run", "SPEC-31", *scripted("--mode", "orchestrated"), cwd=root)
     assert proc.returncode in (0, 1), proc.stderr
-    assert "INJECTED" in (root / ".specflow/prompts/worker_assignment.md").read_text()  # landed
+    assert "is under .specflow" in transcripts(root, "G1")  # the attempt was made, refused
+    assert (root / ".specflow/prompts/worker_assignment.md").read_text() == USER_TEMPLATE
     second = transcripts(root, "G2")
     assert "USER-OVERRIDE for SPEC-31: G2" in second  # the user's committed override is used
     assert "INJECTED" not in second

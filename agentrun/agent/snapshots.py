@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentrun.gitcli import GitError, git, run_git, split_z
-from agentrun.workspace import head_commit, index_path
+from agentrun.workspace import head_commit, index_path, stage_all
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def take_snapshot(worktree: Path) -> Snapshot:
     """Record the worktree's state without touching its index, HEAD or files."""
     with _scratch_index(worktree) as env:
         index_proc = run_git("write-tree", cwd=worktree, env=env)
-        git("add", "-A", cwd=worktree, env=env)
+        stage_all(worktree, env)
         tree = git("write-tree", cwd=worktree, env=env)
     index = index_proc.stdout.strip() if index_proc.returncode == 0 else None
     return Snapshot(tree=tree, head=head_commit(worktree), index=index,
@@ -86,7 +86,7 @@ def _scratch_index(worktree: Path) -> Iterator[dict[str, str]]:
 
 def _current_tree(worktree: Path) -> str:
     with _scratch_index(worktree) as env:
-        git("add", "-A", cwd=worktree, env=env)
+        stage_all(worktree, env)
         return git("write-tree", cwd=worktree, env=env)
 
 

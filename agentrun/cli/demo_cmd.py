@@ -27,7 +27,7 @@ def demo(
     from agentrun.cli.run_cmd import execute
     from agentrun.errors import BadInput
     from agentrun.resources import packaged_dir
-    from agentrun.workspace import git
+    from agentrun.workspace import git, stage_all
 
     out = output(json_out)
     target = (directory or Path(tempfile.mkdtemp(prefix="agentrun-demo-"))).resolve()
@@ -38,9 +38,9 @@ def demo(
                     ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".keep"))
     identity = ["-c", "user.name=agentrun demo", "-c", "user.email=demo@agentrun.invalid",
                 "-c", "commit.gpgsign=false"]
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
-                 [*identity, "commit", "-q", "-m", "Example project"]):
-        git(*args, cwd=target)
+    git("init", "-q", "-b", "main", cwd=target)
+    stage_all(target)
+    git(*identity, "commit", "-q", "-m", "Example project", cwd=target)
     out.progress(f"demo project: {target}")
     validation = None
     if importlib.util.find_spec("pytest") is None:

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentrun.gitcli import GitError, git_argv, git_env, run_git, split_z
+from agentrun.gitcli import GitError, git_command, run_git, split_z
 
 PART_CHARS = 60_000  # characters of diff in one reviewer request
 MAX_PARTS = 8  # requests one review may take
@@ -145,7 +145,8 @@ def _read_capped(root: Path, args: list[str], budget: int) -> str | None:
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     pieces: list[str] = []
     size = 0
-    with subprocess.Popen(git_argv(*args), cwd=root, env=git_env(), stdout=subprocess.PIPE,
+    argv, env = git_command(*args, cwd=root)
+    with subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         while chunk := proc.stdout.read(_CHUNK):

@@ -71,9 +71,11 @@ class Lander:
                 g = self.state.groups[gid]
                 g.status = Status.FAILED
                 g.error = (f"merge conflict in {', '.join(merged.conflicts)}"
-                           if merged.conflicts else f"merge failed: {merged.message}")
+                           if merged.conflicts else merged.message if merged.in_the_way
+                           else f"merge failed: {merged.message}")
             self.record.emit({"type": "merge_conflict", "batch": batch_id,
-                              "conflicts": merged.conflicts, "message": merged.message})
+                              "conflicts": merged.conflicts, "message": merged.message,
+                              "in_the_way": merged.in_the_way})
         self.record.save()
         return merged.ok
 

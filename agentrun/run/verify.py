@@ -2,12 +2,14 @@
 
 A worker's result is a claim: the commits, the files and the status recorded are what git
 shows on its branch since its base, whatever the result file says. The changed paths then pass
-the merge policy (`run.policy`): a branch that changes a protected path fails here, so it never
-reaches the merge.
+the merge policy (`run.policy`), judged from the branch's trees: a branch that changes a
+protected path, adds a gitlink or an out-of-bounds symlink fails here, so it never reaches the
+merge.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,14 +79,16 @@ class Verifier:
             root, result.commits, d.ref, d.base, on_branch=actual) \
             if exists else ([], [f"{c}: {d.ref} does not exist" for c in result.commits])
         deviations += [f"claimed commit not verified: {r}" for r in rejected]
-        created, modified, deleted = workspace.changed_files(
-            root, d.base, d.ref) if actual else ([], [], [])
+        changes = workspace.tree_changes(root, d.base, d.ref) if actual else []
+        created = [c.path for c in changes if c.status == "A"]
+        modified = [c.path for c in changes if c.status not in "AD"]
+        deleted = [c.path for c in changes if c.status == "D"]
         status = Status(result.status)
         if result.stop_reason == StopReason.INTERRUPTED and status != Status.COMPLETE:
             status = Status.INTERRUPTED
         if status == Status.COMPLETE and not actual:
             status = empty_claim(result, deviations)
-        refusal = self._apply_policy(d, [*created, *modified, *deleted], deviations)
+        refusal = self._apply_policy(d, changes, deviations)
         if refusal and status.landed_work:
             status, result.error = Status.FAILED, refusal
         result.commits, result.files_created, result.files_modified = actual, created, modified
@@ -105,11 +109,13 @@ class Verifier:
             result.branch = d.merge_ref
         return result
 
-    def _apply_policy(self, d: Delivery, changed: list[str], deviations: list[str]) -> str:
-        """Check the changed paths; every finding becomes a deviation and an event. Returns
-        why the work must not merge ("" when it may)."""
+    def _apply_policy(self, d: Delivery, changes: list[workspace.TreeChange],
+                      deviations: list[str]) -> str:
+        """Check the branch's changes; every finding becomes a deviation and an event.
+        Returns why the work must not merge ("" when it may)."""
         refused = []
-        for finding in self.policy.check(changed):
+        links = functools.partial(workspace.symlinks_of, self.root, d.ref)
+        for finding in self.policy.check_changes(changes, links):
             deviations.append(finding.reason())
             self.record.emit({"type": "protected_change", "batch": d.batch, "groups": d.ids,
                               "path": finding.path, "kind": finding.kind,

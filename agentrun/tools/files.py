@@ -1,7 +1,8 @@
 """File tools: read, write, edit, list and search files inside the worktree.
 
 Every path goes through `paths.resolve_path` and every open through `paths.open_beneath`
-(no symlink is followed, even one swapped in after the check; `.git` is never entered).
+(no symlink is followed, even one swapped in after the check; `.git` is never entered,
+nothing under `.specflow` is written).
 Output is capped so one call cannot flood the model's context, and a search runs in a child
 process with a deadline so a runaway regular expression cannot hang the worker.
 """
@@ -103,7 +104,7 @@ class WriteFile(ArgsTool):
         content: str = Field(description="The complete new content of the file.")
 
     def execute(self, ctx: ToolContext, args: WriteFile.Args) -> ToolResult:
-        real = paths.resolve_path(ctx.root, args.path)
+        real = paths.resolve_path(ctx.root, args.path, for_write=True)
         data = args.content.encode("utf-8")
         limit = ctx.policy.max_write_bytes
         if len(data) > limit:
@@ -135,7 +136,7 @@ class EditFile(ArgsTool):
     def execute(self, ctx: ToolContext, args: EditFile.Args) -> ToolResult:
         if args.old == args.new:
             return ToolResult.error(INVALID_ARGUMENTS, "old and new are identical: nothing to do")
-        real = paths.resolve_path(ctx.root, args.path, must_exist=True)
+        real = paths.resolve_path(ctx.root, args.path, must_exist=True, for_write=True)
         shown = paths.display_path(ctx.root, real)
         raw = fileio.read_bytes(ctx.root, real, args.path)
         try:

@@ -5,7 +5,10 @@ and out of git's own files.
 `O_NOFOLLOW` relative to a directory fd held open from the root, so a symlink swapped in after
 the check cannot redirect the open outside the root. A `.git` component (in any case) is
 refused outright: a worktree's `.git` file points git at its repository, and a checkout's
-`.git/config` may hold credentials, so a worker neither reads nor writes either.
+`.git/config` may hold credentials, so a worker neither reads nor writes either. A write
+under a `.specflow` folder (in any case, at any depth, by name or through a symlink) is refused
+too: specs, run records and agentrun's configuration are the orchestrator's to write, and the
+merge refuses a branch that changes them (`run.policy`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ class PathDenied(Exception):
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _HINT = "paths must stay inside the worktree (use a path relative to its root)"
 GIT_DIR_NAME = ".git"
+CONTROL_DIR_NAME = ".specflow"
 
 
 def is_git_name(name: str) -> bool:
@@ -32,17 +36,24 @@ def is_git_name(name: str) -> bool:
     return name.casefold() == GIT_DIR_NAME
 
 
+def is_control_name(name: str) -> bool:
+    """Whether a path component names agentrun's folder (`.specflow`, `.SpecFlow`, ...)."""
+    return name.casefold() == CONTROL_DIR_NAME
+
+
 def within(path: str, root: str) -> bool:
     """Whether the real path `path` is `root` or lies under it."""
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def resolve_path(root: Path | str, path: str, *, must_exist: bool = False) -> Path:
+def resolve_path(root: Path | str, path: str, *, must_exist: bool = False,
+                 for_write: bool = False) -> Path:
     """The real absolute path of `path` (relative to `root`, or absolute inside it).
 
     Raises `PathDenied` when the path escapes the root lexically (`..`), is absolute outside
-    it, or reaches outside through a symlink at any component; `FileNotFoundError` when
-    `must_exist` and nothing is there.
+    it, reaches outside through a symlink at any component, or — `for_write` — lies under a
+    `.specflow` folder by its name or its real path; `FileNotFoundError` when `must_exist`
+    and nothing is there.
     """
     if "\0" in path:
         raise PathDenied(f"{path!r}: a path cannot contain a NUL byte")
@@ -66,6 +77,11 @@ def resolve_path(root: Path | str, path: str, *, must_exist: bool = False) -> Pa
         raise PathDenied(f"{path!r} is inside .git, git's own files, which no tool reads or "
                          "writes; work on the project's files (git itself is the "
                          "orchestrator's)")
+    if for_write and any(is_control_name(part)
+                         for part in [*path.replace("\\", "/").split("/"), *rel]):
+        raise PathDenied(f"{path!r} is under .specflow, agentrun's own files (specs, run "
+                         "records, configuration), which only the orchestrator writes; a "
+                         "change there would not be merged. Work on the project's files")
     if must_exist and not os.path.lexists(real):
         raise FileNotFoundError(f"{path!r} does not exist")
     return Path(real)

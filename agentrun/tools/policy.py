@@ -1,6 +1,8 @@
 """The command deny list for `run_command`: a guardrail against destructive or outward-reaching
 commands that a model may type by accident (push, hard reset, sudo, writes outside the
-worktree). It is not a sandbox: `run_command` executes arbitrary shell code by design.
+worktree or into `.git` and `.specflow`). It is not a sandbox: `run_command` executes arbitrary
+shell code by design, and what a worker writes is judged again before it merges
+(`run.policy`).
 
 (Path confinement for the file tools is `tools.paths`; the command environment is
 `tools.environment`.)
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentrun.errors import BadInput
-from agentrun.tools.paths import within
+from agentrun.tools.paths import is_control_name, is_git_name, within
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ _WHOLE_RULES = _rules(
 )
 
 _OUTSIDE_HINT = "keep file changes inside the worktree (temporary files may go under /tmp)"
+_OWN_HINT = ("git's files and agentrun's (specs, run records, configuration) are the "
+             "orchestrator's to write; a change there would not be merged")
 _SHELLS = {"sh", "bash", "zsh", "dash", "ksh"}
 _KEYWORDS = {"then", "do", "else", "elif", "if", "while", "until", "!", "{", "}"}
 _WRAPPER_VALUE_OPTS = {
@@ -138,6 +142,8 @@ def _check(command: str, root_real: str, extra: list[re.Pattern[str]],
     for target in targets:
         if _escapes(target, root_real):
             return Refusal(f"redirection writes outside the worktree ({target})", _OUTSIDE_HINT)
+        if _into_own(target, root_real):
+            return Refusal(f"redirection writes into .git or .specflow ({target})", _OWN_HINT)
     for words in segments:
         found = _check_segment(_canonical(words), root_real, extra, depth)
         if found:
@@ -162,6 +168,8 @@ def _check_segment(words: list[str], root_real: str, extra: list[re.Pattern[str]
     for target in _write_targets(name, args):
         if _escapes(target, root_real):
             return Refusal(f"{name} outside the worktree ({target})", _OUTSIDE_HINT)
+        if _into_own(target, root_real):
+            return Refusal(f"{name} into .git or .specflow ({target})", _OWN_HINT)
     if name in _SHELLS:
         script = _shell_script(args)
         if script is not None:
@@ -185,6 +193,8 @@ def _check_rm(args: list[str], root_real: str) -> Refusal | None:
     for target in _operands(args):
         if _escapes(target, root_real):
             return Refusal(f"rm outside the worktree ({target})", _OUTSIDE_HINT)
+        if _into_own(target, root_real):
+            return Refusal(f"rm in .git or .specflow ({target})", _OWN_HINT)
         if recursive and not target.startswith("$") and os.path.realpath(
                 os.path.join(root_real, target)) == root_real:
             return Refusal(f"rm -r of the whole worktree ({target})",
@@ -262,6 +272,19 @@ def _escapes(target: str, root_real: str) -> bool:
     if within(root_real, real):
         return True  # an ancestor of the worktree
     return not any(within(real, tmp) and real != tmp for tmp in _temp_roots())
+
+
+def _into_own(target: str, root_real: str) -> bool:
+    """Whether a write/delete target inside the worktree lies in a `.git` or `.specflow`
+    folder (in any case), by its name or, through symlinks, by its real path."""
+    if target.startswith("$") or target.isdigit() or target == "-":
+        return False
+    full = os.path.realpath(os.path.join(root_real, target))
+    if not within(full, root_real):
+        return False
+    parts = [*posixpath.normpath(target).split("/"),
+             *os.path.relpath(full, root_real).split(os.sep)]
+    return any(is_git_name(p) or is_control_name(p) for p in parts)
 
 
 def _split(command: str) -> tuple[list[list[str]], list[str]]:
