@@ -295,8 +295,10 @@ def test_sandbox_mode_comes_from_the_config_and_bad_values_are_named(tmp_path):
 @needs_bwrap
 def test_a_ci_worker_sandboxes_its_commands_and_still_commits(tmp_path):
     hook = tmp_path / "p" / ".git" / "hooks" / "post-commit"
-    root = project(tmp_path, f"printf '#!/bin/sh\\ntouch x\\n' > {hook}; git status --short",
-                   "echo planted >> .git/info/exclude")
+    # written by python, past the command policy's refusal of writes into .git (a guardrail):
+    # the sandbox is what stops them
+    root = project(tmp_path, python_writes(hook, "#!/bin/sh\\ntouch x\\n") + "; git status --short",
+                   python_writes(tmp_path / "p" / ".git/info/exclude", "planted"))
     out = tmp_path / "result.json"
     proc = agentrun("worker", "--spec", "SPEC-1", "--groups", "G1", "--out", str(out),
                     "--provider", "scripted", "--script", ".specflow/script.yaml", "--json",
