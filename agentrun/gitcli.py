@@ -313,22 +313,27 @@ def identity_env(cwd: Path | str) -> dict[str, str]:
 
 
 def _user_settings() -> _Settings:
-    """The user's system and global settings that agentrun's git keeps: `safe.directory`
+    """The user's settings that agentrun's git keeps, from the system and global config files
+    and the environment (`GIT_CONFIG_COUNT`, `-c` of an enclosing git): `safe.directory`
     (without it git refuses a repository owned by someone else, as in CI containers),
     `core.excludesFile` (what the user ignores everywhere) and the identity."""
     files = _user_config_files()
-    stamp = (*_stamp(files), *((name, os.environ.get(name, ""), 0) for name in _USER_FILES_ENV))
+    given = sorted((k, v) for k, v in os.environ.items() if k in _USER_FILES_ENV
+                   or k in _CONFIG_ENV or k.startswith(_CONFIG_ENV_PREFIXES))
+    stamp = (*_stamp(files), *((k, v, 0) for k, v in given))
     with _cache_lock:
         hit = _cache.get("")
     if hit is not None and hit[0] == stamp:
         return hit[1]
-    proc = _spawn(["config", "-z", "--show-scope", "--get-regexp", _USER_KEYS], "/",
-                  git_env(user_config=True, config=()), None)
+    env = {**without_secrets(os.environ), **_QUIET_ENV}
+    for name in _REPO_LOCAL_ENV:
+        env.pop(name, None)
+    proc = _spawn(["config", "-z", "--show-scope", "--get-regexp", _USER_KEYS], "/", env, None)
     overrides: list[tuple[str, str]] = []
     identity: dict[str, str] = {}
     excludes: str | None = None
     for scope, key, value in _entries(proc.stdout, origin=False):
-        if scope not in ("system", "global"):
+        if scope not in ("system", "global", "command"):
             continue
         if key == "safe.directory":
             overrides.append((key, value))

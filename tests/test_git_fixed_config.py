@@ -119,6 +119,9 @@ def test_a_nested_repository_at_a_gitlink_path_runs_nothing(worktree, tmp_path, 
         stir(wt / "vendor/lib")
         step()
         assert not ran(marker), f"agentrun's {name} ran the nested repository's command"
+    for whole in (["-A"], ["--", "."], ["--", "vendor"], ["--", ":/"]):  # never visits one
+        with pytest.raises(ValueError, match="stage|gitlink"):
+            git("add", *whole, cwd=wt)
     # the submodule is left as the user had it: only the worker's files were committed
     assert run_git(wt, "ls-tree", "HEAD", "vendor/lib") == run_git(root, "ls-tree", "HEAD~1",
                                                                    "vendor/lib")
@@ -210,8 +213,11 @@ def test_the_users_global_config_is_not_read_but_its_data_is_kept(monkeypatch, t
     assert not ran(marker)
     assert run_git(root, "log", "-1", "--format=%an <%ae>", sha) == "Global Person <g@x.invalid>"
     assert run_git(root, "ls-tree", "--name-only", "HEAD", "b.swp") == ""  # still ignored
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")  # as a CI image may give it
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "safe.directory")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "/srv/image-checkout")
     scopes = git("config", "--show-scope", "--get-all", "safe.directory", cwd=root)
-    assert scopes == "command\t/srv/shared-checkout"
+    assert scopes == "command\t/srv/shared-checkout\ncommand\t/srv/image-checkout"
     assert workspace.ensure_identity(root) == {
         "GIT_AUTHOR_NAME": "Global Person", "GIT_COMMITTER_NAME": "Global Person",
         "GIT_AUTHOR_EMAIL": "g@x.invalid", "GIT_COMMITTER_EMAIL": "g@x.invalid"}
