@@ -78,8 +78,8 @@ def plant_nested_repo(path: Path, command: str, *, source: Path | None = None,
     else:
         run_git(Path("/"), "clone", "-q", "--no-checkout", *separate, str(source), str(path))
         run_git(path, "checkout", "-q", "--detach", at)
-    run_git(path, "config", "core.fsmonitor", command)
-    run_git(path, "config", "filter.evil.clean", command)
+    run_git(path, "config", "core.fsmonitor", f"{command} fsmonitor")
+    run_git(path, "config", "filter.evil.clean", f"{command} filter")
     write_files(path, {".gitattributes": "* filter=evil\n"})
     stir(path)
 
@@ -98,7 +98,9 @@ def test_a_nested_repository_at_a_gitlink_path_runs_nothing(worktree, tmp_path, 
     write_files(wt, {".gitmodules": '[submodule "lib"]\n\tpath = vendor/lib\n\tignore = none\n',
                      "src/a.py": "A = 1\n"})
     run_git(wt, "status", "--porcelain")
-    assert ran(marker)  # the positive control: plain git runs the worker's command
+    seen = marker.read_text()  # the positive control: plain git runs both of its commands
+    assert "payload.sh fsmonitor" in seen and "payload.sh filter" in seen
+    assert ran(marker)
     stir(wt / "vendor/lib")
     run_git(wt, "add", "-A")
     assert ran(marker)
