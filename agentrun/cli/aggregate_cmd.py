@@ -99,7 +99,7 @@ def aggregate(
     from agentrun.run.options import RunOptions
     from agentrun.sandbox.choice import resolve as resolve_sandbox
 
-    out = output(json_out)
+    out = output(json_out, events)
     if on_failure not in (None, "continue", "abort"):
         raise BadInput(f"invalid --on-failure {on_failure!r}",
                        hint="use --on-failure continue or --on-failure abort")

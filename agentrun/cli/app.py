@@ -112,9 +112,9 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     out = None
     try:
-        from agentrun.cli.output import Output, detect_mode
+        from agentrun.cli.output import Output, detect_mode, events_on_stderr
 
-        out = Output(detect_mode("--json" in args))
+        out = Output(detect_mode("--json" in args), events_on_stderr=events_on_stderr(args))
         code = _run(build_app(), args, out)
         if _RECEIVED:  # typer returned the interrupt as a silent exit 130
             code = _interrupted(out, _RECEIVED[0])
@@ -152,7 +152,7 @@ def _run(app: typer.Typer, args: list[str], out: Any) -> int:
         return exc.exit_code
     except TyperException as exc:
         show = getattr(exc, "show", None)
-        if out.mode == "json":  # still one document: the error, without the usage text
+        if out.mode == "json" or out.events_on_stderr:  # one document; stderr is JSON only
             _report(out, exc.format_message(), _usage_hint(exc), exc.exit_code, "UsageError")
         elif show is not None:
             show()
@@ -168,11 +168,7 @@ def _run(app: typer.Typer, args: list[str], out: Any) -> int:
             raise interrupt from None
         if os.environ.get("AGENTRUN_DEBUG"):
             raise
-        from agentrun.gitcli import GitError
-
-        # a git command that met a full disk, or a checkout it cannot write
-        exc = no_space(exc) or (not_writable(exc) if isinstance(exc, GitError) else None) \
-            or exc
+        exc = user_error(exc)
         _report(out, exc.message, exc.hint, exc.exit_code, type(exc).__name__)
         return exc.exit_code
     except KeyboardInterrupt:
@@ -183,14 +179,30 @@ def _run(app: typer.Typer, args: list[str], out: Any) -> int:
             raise interrupt from None
         if os.environ.get("AGENTRUN_DEBUG"):
             raise
-        known = no_space(exc) or path_error(exc)
-        if known is not None:
-            _report(out, known.message, known.hint, known.exit_code, type(known).__name__)
-            return known.exit_code
-        _report(out, f"internal error: {type(exc).__name__}: {exc}",
-                "this is a bug in agentrun; rerun with AGENTRUN_DEBUG=1 for the traceback", 1,
-                "InternalError")
-        return 1
+        known = user_error(exc)
+        _report(out, known.message, known.hint, known.exit_code, type(known).__name__)
+        return known.exit_code
+
+
+class InternalError(AgentrunError):
+    """An error agentrun did not expect: a bug (exit 1)."""
+
+
+def user_error(exc: Exception) -> AgentrunError:
+    """The error a user is told about for `exc`: a git command that met a full disk or a
+    checkout it cannot write, an OSError that names a path in the way, else `exc` itself, or
+    an internal error."""
+    if isinstance(exc, AgentrunError):
+        from agentrun.gitcli import GitError
+
+        return no_space(exc) or (not_writable(exc) if isinstance(exc, GitError) else None) \
+            or exc
+    known = no_space(exc) or path_error(exc)
+    if known is not None:
+        return known
+    return InternalError(f"internal error: {type(exc).__name__}: {exc}",
+                         "this is a bug in agentrun; rerun with AGENTRUN_DEBUG=1 for the "
+                         "traceback")
 
 
 def _usage_hint(exc: Exception) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import time
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,53 +17,104 @@ if TYPE_CHECKING:
     from agentrun.report.execution_state import RunState
     from agentrun.spec.model import Spec
 
-EVENTS_HELP = ("Stream every run event as one JSON line, flushed as it happens, to FILE "
-               "(or - for stderr), for other tools to consume.")
+EVENTS_HELP = ("Stream every run event as one JSON line, flushed as it happens, to FILE (or - "
+               "for stderr, which then carries nothing else: the log goes to stdout, or only "
+               "into the --json document), for other tools to consume; the last line is a "
+               "run_done event saying how the run ended. Schema: docs/events.md.")
 JUNIT_HELP = ("Write a JUnit XML report to FILE: one test case per task group (failed → "
               "failure, blocked → skipped).")
 
 Event = dict[str, Any]
 
 
-@contextlib.contextmanager
-def event_stream(target: str | None, forward: Callable[[Event], None], out=None
-                 ) -> Iterator[Callable[[Event], None]]:
-    """A callback that writes each event as an NDJSON line to `target`, then `forward`s it.
+class EventStream:
+    """Writes each event as an NDJSON line to its target (none: writes nothing), then passes
+    it on to `forward` (the progress display, set once it exists).
 
-    A consumer that goes away (broken pipe, full disk) stops the stream, not the run.
+    It ends with a `run_done` event whatever happens: the run's own, or one made here from
+    the error that stopped the command. A consumer that goes away (broken pipe, full disk)
+    stops the stream, not the run.
     """
-    if not target:
-        yield forward
-        return
-    if target == "-":
-        fh, close = sys.stderr, False
-    else:
+
+    def __init__(self, target: str | None, out=None) -> None:
+        self.target = target
+        self.out = out
+        self.forward: Callable[[Event], None] = lambda event: None
+        self.ended = False
+        self.broken = False
+        self._close = False
+        self._fh: Any = None
+        if not target:
+            return
+        if target == "-":
+            self._fh = sys.stderr
+            return
         try:
-            fh = open(target, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+            self._fh = open(target, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
         except OSError as exc:
             raise BadInput(f"cannot write events to {target}: {exc.strerror or exc}",
                            hint="pass a writable file path to --events, or - for stderr") \
                 from None
-        close = True
-    broken: list[str] = []
+        self._close = True
 
-    def emit(event: Event) -> None:
-        if not broken:
-            try:
-                fh.write(json.dumps(event, default=str, ensure_ascii=False) + "\n")
-                fh.flush()
-            except (OSError, ValueError) as exc:
-                broken.append(str(exc))
-                if out is not None:
-                    out.warn(f"event stream to {target} stopped: {exc}")
-        forward(event)
+    def __call__(self, event: Event) -> None:
+        self.write(event)
+        self.forward(event)
 
-    try:
-        yield emit
-    finally:
-        if close:
+    def write(self, event: Event) -> None:
+        if event.get("type") == "run_done":
+            self.ended = True
+        if self._fh is None or self.broken:
+            return
+        try:
+            self._fh.write(json.dumps(event, default=str, ensure_ascii=False) + "\n")
+            self._fh.flush()
+        except (OSError, ValueError) as exc:
+            self.broken = True
+            if self.out is not None:
+                self.out.warn(f"event stream to {self.target} stopped: {exc}")
+
+    def stopped(self, exc: BaseException) -> None:
+        """The command stopped with `exc` before the run said how it ended: say it."""
+        if self.ended:
+            return
+        from agentrun.cli.app import user_error
+        from agentrun.errors import EXIT_INTERRUPTED, Interrupted
+        from agentrun.run.record import EVENTS_VERSION
+
+        event: Event = {"v": EVENTS_VERSION, "t": round(time.time(), 3), "type": "run_done"}
+        if isinstance(exc, KeyboardInterrupt | Interrupted) or type(exc).__name__ == "Abort":
+            event.update(status="interrupted", exit_code=EXIT_INTERRUPTED)
+        elif isinstance(exc, Exception):
+            error = user_error(exc)
+            event.update(status="error", exit_code=error.exit_code,
+                         error={"type": type(error).__name__, "message": error.message,
+                                "hint": error.hint})
+        else:
+            return
+        self.write(event)
+
+    def close(self) -> None:
+        if self._close:
             with contextlib.suppress(OSError):
-                fh.close()
+                self._fh.close()
+
+
+@contextlib.contextmanager
+def event_stream(target: str | None, forward: Callable[[Event], None] | None = None, out=None
+                 ) -> Iterator[EventStream]:
+    """An `EventStream` to `target` for the length of the block, which ends with a
+    `run_done` event even when the block raises."""
+    stream = EventStream(target, out)
+    if forward is not None:
+        stream.forward = forward
+    try:
+        yield stream
+    except BaseException as exc:
+        stream.stopped(exc)
+        raise
+    finally:
+        stream.close()
 
 
 def publish_reports(out, state: RunState, spec: Spec, junit: Path | None,
@@ -83,8 +135,8 @@ def publish_reports(out, state: RunState, spec: Spec, junit: Path | None,
             out.warn(f"could not write the JUnit report {junit}: {exc.strerror or exc}")
     fresh = state.model_copy(update={"groups": {g: s for g, s in state.groups.items()
                                                 if g not in settled}})
-    try:
+    try:  # annotations go with the log (not onto a stream that `--events -` took)
         publish(run_summary_markdown(state, spec.title),
-                run_annotations(fresh, {g.id: g.line for g in spec.groups}))
+                run_annotations(fresh, {g.id: g.line for g in spec.groups}), stream=out.log)
     except OSError as exc:
         out.warn(f"could not write the GitHub step summary: {exc.strerror or exc}")

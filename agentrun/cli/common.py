@@ -30,8 +30,9 @@ CHANGED_OPT = typer.Option(
          "landed, and the groups that depend on them; the others are kept.")
 
 
-def output(json_flag: bool) -> Output:
-    return Output(detect_mode(json_flag))
+def output(json_flag: bool, events: str | None = None) -> Output:
+    """The command's output; `events`: its `--events` target (`-` takes stderr)."""
+    return Output(detect_mode(json_flag), events_on_stderr=events == "-")
 
 
 def load(spec_arg: str | None, *, names_paths: bool = True, fmt: str | None = None,

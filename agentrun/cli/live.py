@@ -22,6 +22,7 @@ from agentrun.providers.base import Usage
 from agentrun.providers.pricing import cost_usd
 
 QUEUED = "queued"  # in a wave, waiting for a free slot under --max-parallel
+BASE_CHECK = "base check"  # the row of the validation command on the run's base commit
 
 
 @dataclass
@@ -55,6 +56,8 @@ class Progress:
         self.rows: dict[str, Row] = {}
         self.waves_total = 0
         self.waves_done = 0
+        self.phase = ""  # what the run is doing: a wave, its integration check, the review
+        self.reviews = 0
         self.started = time.monotonic()
 
     def __enter__(self) -> Progress:
@@ -73,17 +76,70 @@ class Progress:
         batch = event.get("batch")
         if kind == "run_start":
             self.waves_total = event.get("waves", 0)
-            self.started = time.monotonic()
+            if BASE_CHECK not in self.rows:  # else the base check's time counts too
+                self.started = time.monotonic()
+            self.phase = f"Wave 1/{max(self.waves_total, 1)}"
         elif kind == "wave_start":  # under --max-parallel, some wait for a free slot
+            self.phase = f"Wave {event.get('wave')}/{max(self.waves_total, 1)}"
             for name in event.get("batches", []):
                 self.rows.setdefault(name, Row(name, name.split("_"), state=QUEUED))
         elif kind == "wave_done":
             self.waves_done += 1
+            total = max(self.waves_total, 1)
+            self.phase = f"Wave {min(self.waves_done + 1, total)}/{total}"
         elif kind == "worker_start" and batch:
             self.rows[batch] = Row(batch, list(event.get("groups", [])))
+        elif kind.startswith(("base_check_", "integration_", "review_")):
+            self._phase(kind, event)
+        elif kind == "fix_start":
+            self.phase = f"Fix {batch}"
+        elif kind == "run_done":
+            self.phase = f"Done: {event.get('status', '')}"
         elif batch in self.rows:
             self._update(self.rows[batch], kind, event)
         self.show(event)
+
+    def _phase(self, kind: str, event: dict[str, Any]) -> None:
+        """The base check, a wave's integration check and the review: rows of their own, with
+        their progress (the checks of a culprit search, the reviewer's turns and tokens)."""
+        wave = event.get("wave")
+        name = BASE_CHECK if kind.startswith("base_check_") else \
+            f"check {wave}" if kind.startswith("integration_") else self._review_row()
+        if kind == "base_check_start":
+            self.phase = "Base check"
+            self.rows[name] = Row(name, [], state="checking")
+        elif kind == "integration_start":
+            self.phase = f"Wave {wave}/{max(self.waves_total, 1)} · integration check"
+            self.rows[name] = Row(name, [], state="checking")
+        elif kind == "review_start":
+            self.reviews += 1
+            self.phase = "Review"
+            name = self._review_row()
+            self.rows[name] = Row(name, [], state="reviewing", model=event.get("model") or "")
+        row = self.rows.get(name)
+        if row is None:
+            return
+        if kind == "integration_step":
+            row.step = event.get("check", row.step)
+            row.tool = "+".join(event.get("groups") or []) or "the base"
+        elif kind == "review_step":
+            row.step = event.get("step", row.step)
+            row.tool = event.get("tool") or row.tool
+            row.tokens = event.get("tokens", row.tokens)
+            row.cost = self._price(row.model, event.get("worker_usage"), row.cost)
+        elif kind in ("base_check_done", "integration_passed", "integration_failed"):
+            passed = kind == "integration_passed" or event.get("ok") is True
+            row.state, row.ended = ("passed" if passed else "failed"), time.monotonic()
+        elif kind == "review_done":
+            result = str(event.get("result") or "")
+            row.state = "error" if event.get("error") and not event.get("version") else \
+                result.lower().replace("_", " ")
+            row.tokens = event.get("tokens", row.tokens)
+            row.cost = event.get("cost_usd", row.cost)
+            row.ended = time.monotonic()
+
+    def _review_row(self) -> str:
+        return "review" if self.reviews <= 1 else f"review {self.reviews}"
 
     def _update(self, row: Row, kind: str, event: dict[str, Any]) -> None:
         if kind == "agent_start":
@@ -132,7 +188,7 @@ class Progress:
 class PlainProgress(Progress):
     """One timestamped line per meaningful event (CI logs, pipes)."""
 
-    QUIET = {"agent_step", "agent_start", "agent_done", "agent_event"}
+    QUIET = {"agent_step", "agent_start", "agent_done", "agent_event", "review_step"}
 
     def show(self, event: dict[str, Any]) -> None:
         kind = event.get("type", "")
@@ -191,6 +247,33 @@ def describe(e: dict[str, Any]) -> str | None:
                 "further worker starts")
     if kind == "agent_truncated":
         return f"worker {b}: reply cut off at the output limit ({e.get('where')})"
+    if kind == "base_check_start":
+        return f"base check: `{e['command']}` on {(e.get('commit') or '')[:7]}"
+    if kind == "base_check_done":
+        return f"base check: {'passed' if e.get('ok') else 'failed'} ({e['seconds']:.1f}s)"
+    if kind == "integration_start":
+        return (f"wave {e['wave']}: integration check `{e['command']}` on "
+                f"{(e.get('commit') or '')[:7]}")
+    if kind == "integration_step" and e.get("check", 1) > 1:  # the culprit search
+        return (f"wave {e['wave']}: check {e['check']}: "
+                f"{'+'.join(e.get('groups') or []) or 'the base'} alone")
+    if kind == "integration_passed":
+        return f"wave {e['wave']}: integration check passed"
+    if kind == "integration_failed":
+        culprits = "; ".join("+".join(c) for c in e.get("culprits") or [])
+        return f"wave {e['wave']}: integration check failed" + (
+            f" (broken by {culprits})" if culprits else "")
+    if kind == "review_start":
+        return f"review: {e['spec']}" + (f" by {e['model']}" if e.get("model") else "")
+    if kind == "review_done":
+        if e.get("version") is None:
+            return f"review: no verdict — {e.get('error') or 'no review submitted'}"
+        return (f"review: {e['result']} (Review v{e['version']}, {e.get('tokens', 0):,} "
+                f"tokens, {money(e.get('cost_usd'))})")
+    if kind == "fix_start":
+        return f"fix {b}: the findings of Review v{e.get('review')}"
+    if kind == "fix_done":
+        return f"fix {b}: {e.get('status')}"
     if kind == "review_skipped":
         return (f"{e['step']} was not run: the ${e['cap_usd']:g} spending cap is reached "
                 f"(${e['spent_usd']:.4f} spent)")
@@ -269,7 +352,8 @@ class LiveProgress(Progress):
                                                              "Elapsed") else "left")
         styles = {"complete": "green", "merged": "green", "failed": "red", "timeout": "red",
                   "conflict": "red", "partial": "yellow", "interrupted": "yellow",
-                  QUEUED: "dim"}
+                  QUEUED: "dim", "passed": "green", "approved": "green",
+                  "changes requested": "red", "error": "red"}
         for row in list(self.rows.values()):
             waiting = row.state == QUEUED
             table.add_row(row.batch, ",".join(row.groups),
@@ -280,7 +364,8 @@ class LiveProgress(Progress):
                           "" if waiting else clock(row.elapsed))
         total = max(self.waves_total, 1)
         bar = ProgressBar(total=total, completed=self.waves_done, width=30)
-        head = Text(f"Wave {min(self.waves_done + 1, total)}/{total}  ", style="bold")
+        phase = self.phase or f"Wave {min(self.waves_done + 1, total)}/{total}"
+        head = Text(f"{phase}  ", style="bold")
         tokens, cost, unknown, elapsed = self.totals()
         shown = money(cost) + ("+ (some prices unknown)" if unknown and cost is not None else "")
         tail = Text(f"  {tokens:,} tokens · {shown} · {clock(elapsed)}")

@@ -3,6 +3,10 @@
 Three modes: `human` (Rich, live progress) when stderr is a TTY and `CI` is unset; `plain`
 (timestamped lines) otherwise; `json` prints exactly one JSON document on stdout while progress
 still goes to stderr.
+
+`--events -` gives stderr to the event stream, which must carry JSON lines only: the log
+(progress, warnings, errors) then goes to stdout before the report, or, with `--json`, nowhere
+(the JSON document holds the warnings and the error, the event stream the progress).
 """
 
 from __future__ import annotations
@@ -25,11 +29,34 @@ def detect_mode(json_flag: bool = False) -> Mode:
     return "human"
 
 
+def events_on_stderr(args: list[str]) -> bool:
+    """Whether a command line asks for the event stream on stderr (`--events -`)."""
+    return "--events=-" in args or any(a == "--events" and b == "-"
+                                       for a, b in zip(args, args[1:], strict=False))
+
+
 class Output:
-    def __init__(self, mode: Mode) -> None:
+    def __init__(self, mode: Mode, *, events_on_stderr: bool = False) -> None:
+        self.events_on_stderr = events_on_stderr
+        # the stream the log goes to (None: dropped); a live table would draw on stderr
+        self.log_name: str | None = "stderr"
+        if events_on_stderr:
+            mode = "plain" if mode == "human" else mode
+            self.log_name = None if mode == "json" else "stdout"
         self.mode = mode
         self._stdout = None
         self._stderr = None
+
+    @property
+    def log(self):
+        """The log's stream: stderr, or what `--events -` left for it."""
+        return getattr(sys, self.log_name) if self.log_name else _DROPPED
+
+    @property
+    def interactive(self) -> bool:
+        """Whether a question may be asked (on stderr, in a terminal; never while stderr
+        carries the event stream)."""
+        return sys.stdin.isatty() and not os.environ.get("CI") and not self.events_on_stderr
 
     @property
     def stdout(self):
@@ -44,12 +71,14 @@ class Output:
 
     @property
     def stderr(self):
-        """A Rich console on stderr (progress, warnings, errors)."""
+        """A Rich console for the log (progress, warnings, errors): on stderr, or where
+        `--events -` left the log."""
         if self._stderr is None:
             from rich.console import Console
 
+            plain = LineGuard(self.log_name) if self.log_name else _DROPPED
             self._stderr = Console(stderr=True, highlight=False, soft_wrap=True,
-                                   file=None if self.mode == "human" else LineGuard("stderr"),
+                                   file=None if self.mode == "human" else plain,
                                    force_terminal=None if self.mode == "human" else False)
         return self._stderr
 
@@ -58,19 +87,19 @@ class Output:
         sys.stdout.flush()
 
     def progress(self, message: str) -> None:
-        """A progress line on stderr: timestamped in plain/json mode."""
+        """A progress line for the log: timestamped in plain/json mode."""
         if self.mode == "human":
             self.stderr.print(message)
         else:
             stamp = time.strftime("%H:%M:%S")
-            sys.stderr.write(inert(f"{stamp} {_strip_markup(message)}") + "\n")
-            sys.stderr.flush()
+            self.log.write(inert(f"{stamp} {_strip_markup(message)}") + "\n")
+            self.log.flush()
 
     def warn(self, message: str) -> None:
         if self.mode == "human":
             self.stderr.print(f"[yellow]warning:[/yellow] {message}", markup=True)
         else:
-            sys.stderr.write(inert(f"warning: {_strip_markup(message)}") + "\n")
+            self.log.write(inert(f"warning: {_strip_markup(message)}") + "\n")
 
     def error(self, message: str, hint: str | None = None) -> None:
         if self.mode == "human":
@@ -80,10 +109,10 @@ class Output:
             if hint:
                 self.stderr.print(f"[dim]hint:[/dim] {escape(hint)}")
         else:
-            sys.stderr.write(inert(f"error: {message}") + "\n")
+            self.log.write(inert(f"error: {message}") + "\n")
             if hint:
-                sys.stderr.write(inert(f"hint: {hint}") + "\n")
-        sys.stderr.flush()
+                self.log.write(inert(f"hint: {hint}") + "\n")
+        self.log.flush()
 
 
 # what a CI runner reads as a command at the start of a line: `::add-mask::`, `::error::`,
@@ -96,6 +125,22 @@ def inert(text: str) -> str:
     an error, a summary — reaches these lines; agentrun's own annotations do not go here)."""
     return _COMMAND_START.sub(lambda m: m.group(1) + m.group(2)[0] + " " + m.group(2)[1:],
                               text)
+
+
+class _Dropped:
+    """A stream that keeps nothing: the log when stdout and stderr are both taken."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+_DROPPED = _Dropped()
 
 
 class LineGuard:

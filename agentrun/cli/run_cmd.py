@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -111,7 +110,7 @@ def run(
     run completed and the review approved; 1 when something failed or the review requested
     changes (fix with `agentrun fix`, or --fix-cycles N).
     """
-    out = output(json_out)
+    out = output(json_out, events)
     if old_retries is not None:
         out.warn("--max-retries is deprecated; use --retries")
         retries = old_retries if retries is None else retries
@@ -143,13 +142,21 @@ RUN_DEFAULTS: dict[str, Any] = {
 
 
 def execute(spec_arg: str | None, out, **given: Any) -> int:
-    """The body of `run` (also used by `demo`); returns the exit code."""
+    """The body of `run` (also used by `demo`); returns the exit code. The event stream is
+    open from the start, so that a run refused before it starts says so too."""
     unknown = set(given) - set(RUN_DEFAULTS)
     if unknown:
         raise TypeError(f"unknown run options: {', '.join(sorted(unknown))}")
     opts = {**RUN_DEFAULTS, **given}
+    from agentrun.cli.ci_report import event_stream
+
+    with event_stream(opts["events"], out=out) as events:
+        return _execute(spec_arg, out, opts, events)
+
+
+def _execute(spec_arg: str | None, out, opts: dict[str, Any], events) -> int:
     from agentrun.agent.definitions import EXECUTORS
-    from agentrun.cli.ci_report import event_stream, publish_reports
+    from agentrun.cli.ci_report import publish_reports
     from agentrun.cli.common import load, pin_to_last_run
     from agentrun.cli.live import progress_for
     from agentrun.cli.render import plan_summary
@@ -230,7 +237,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
                   else f"{cfg.provider}/{cfg.model} ({cfg.source})")
     summary_console.print(f"Model: {model_line} · token budget {limits.token_budget:,}/worker"
                           f" · timeout {limits.timeout_s:g}s/worker", markup=False)
-    asking = sys.stdin.isatty() and not os.environ.get("CI") and not opts["yes"]
+    asking = out.interactive and not opts["yes"]
     estimate = run_estimate(project, spec, plan, cfg.model, limits.token_budget,
                             config.price_overrides(), measure=opts["dry_run"] or asking)
     summary_console.print(estimate.describe(), markup=False)
@@ -240,7 +247,7 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
     if executor != "builtin":
         summary_console.print(f"Executor: {executor} (its model calls need the network, so "
                               "its sandbox allows it)", markup=False)
-    tty = sys.stdin.isatty() and not os.environ.get("CI")
+    tty = out.interactive
     if opts["fix_cycles"] is None and not (tty and not opts["yes"]):
         opts["fix_cycles"] = 0  # nothing to ask: CI, no terminal, or --yes
     summary_console.print(f"Review: {review_plan(opts)}", markup=False)
@@ -299,9 +306,9 @@ def execute(spec_arg: str | None, out, **given: Any) -> int:
         from agentrun.formats.companion import write as write_record
 
         write_record(spec, project.root)
-    with progress, \
-            event_stream(opts["events"], progress, out) as on_event:
-        orchestrator = Orchestrator(project, spec, plan, options, on_event=on_event)
+    events.forward = progress
+    with progress:
+        orchestrator = Orchestrator(project, spec, plan, options, on_event=events)
         try:
             state = orchestrator.run()
         finally:

@@ -53,6 +53,7 @@ class ReviewOptions:
     sandbox: str = "auto"
     now: Callable[[], datetime] = datetime.now
     cancel: threading.Event = field(default_factory=threading.Event)
+    on_event: Callable[[dict[str, Any]], None] | None = None  # the reviewer's progress
 
 
 @dataclass
@@ -117,7 +118,8 @@ def review_spec(path: Path | str, project: Project, access: ModelAccess,
                      worktree=project.root, limits=limits, group=spec.id,
                      project_root=project.overrides_root,
                      output=review_model(len(criteria)))
-    outcome = run_agent(task, access.provider(), cancel=options.cancel, sandbox=jail)
+    outcome = run_agent(task, access.provider(), cancel=options.cancel, sandbox=jail,
+                        on_event=options.on_event)
     result.usage, result.steps, result.model = outcome.usage, outcome.steps, access.model
     if outcome.stop_reason == StopReason.INTERRUPTED:
         raise Interrupted(f"the review of {spec.id} was interrupted",

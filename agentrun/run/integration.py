@@ -18,6 +18,7 @@ import contextlib
 import itertools
 import re
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,6 +148,9 @@ class IntegrationChecker:
         self.prepare = prepare  # the worktree set-up (worktree, log): raises SetupFailed
         self.baseline: Validation | None = None  # the base's failure, when the user allows it
         self._count = 0
+        # each check of a wave as it starts (its number, the merges on top of the commit): the
+        # culprit search's progress
+        self.on_check: Callable[[int, list[Merge]], None] = lambda n, merges: None
 
     def passes(self, result: Validation | None) -> bool:
         """A pass, or with a failing base allowed: no new failures."""
@@ -187,6 +191,7 @@ class IntegrationChecker:
         worktree; None when those merges conflict (the subset tells nothing)."""
         self._count += 1
         name = f"check-{self._count}"
+        self.on_check(self._count, merges)
         try:
             wt = workspace.create_worktree(self.root, self.work_dir / name,
                                            self.branch_for(name), commit)
@@ -279,7 +284,10 @@ class Integration:
             return
         command = self.checker.command
         self.record.emit({"type": "base_check_start", "command": command, "commit": base})
+        started = time.monotonic()
         result = self.checker.run_on(base, [])
+        self.record.emit({"type": "base_check_done", "ok": bool(result and result.ok),
+                          "seconds": round(time.monotonic() - started, 3)})
         if self.checker.cancel.is_set() or result is None or result.ok \
                 or no_tests_yet(result):
             return
@@ -314,6 +322,10 @@ class Integration:
         else:
             self.record.emit({"type": "integration_start", "wave": label,
                               "command": self.checker.command, "commit": head})
+            checks = itertools.count(1)  # the wave's own: the whole, then the search
+            self.checker.on_check = lambda _n, merged: self.record.emit(
+                {"type": "integration_step", "wave": label, "check": next(checks),
+                 "groups": [g for m in merged for g in m.groups]}, record=False)
             check = self.checker.check(label, base, head, merges)
         self.state.integration.append(check)
         if check.ok:

@@ -33,6 +33,9 @@ from agentrun.spec.model import Spec
 from agentrun.spec.writeback import set_frontmatter_value, upsert_section
 
 Event = dict[str, Any]
+# the version of the events' schema (docs/events.md): it changes only when a field changes its
+# meaning or goes, not when one is added
+EVENTS_VERSION = 1
 # space set aside for the last words of a run that meets a full disk (checkpoint, STATE.md)
 RESERVE_NAME = "space-reserve"
 RESERVE_BYTES = 512 * 1024
@@ -98,7 +101,8 @@ class Recorder:
     def emit(self, event: Event, record: bool = True) -> None:
         """Pass an event on; `record=False` for the workers' own progress, which their
         progress files already hold."""
-        event = {"t": round(time.time(), 3), **event}
+        event = {"v": EVENTS_VERSION, "t": round(time.time(), 3),
+                 **{k: value for k, value in event.items() if k != "v"}}
         if record and self._events is not None:
             try:
                 self._events.write(json.dumps(event, default=str) + "\n")

@@ -137,9 +137,10 @@ class ReviewStep:
         if self._capped("the review", f"review it with `agentrun review {host.spec.id}`"):
             return False
         host.record.save()  # the reviewer reads the run from its execution state
-        host.record.emit({"type": "review_start", "spec": host.spec.id})
+        host.record.emit({"type": "review_start", "spec": host.spec.id,
+                          "model": self._model()})
         options = ReviewOptions(limits=s.limits, sandbox=s.sandbox, now=s.now,
-                                cancel=host.cancel)
+                                cancel=host.cancel, on_event=self._relay)
         try:
             result = review_spec(host.spec.path, host.project, s.access, options)
         except Interrupted:
@@ -159,6 +160,18 @@ class ReviewStep:
             cost_usd=cost))
         return result.result == ReviewResult.APPROVED
 
+    def _model(self) -> str:
+        try:
+            return self.settings.access.model
+        except AgentrunError:  # no model: the review says so when it starts
+            return ""
+
+    def _relay(self, event: dict[str, Any]) -> None:
+        """The reviewer's model turns, for the live display and `--events` (not the run's
+        record, as with a worker's own progress)."""
+        if event.get("type") == "step":
+            self.host.record.emit({**event, "type": "review_step"}, record=False)
+
     def _capped(self, step: str, then: str) -> bool:
         """Whether the spending cap is reached: then `step` is not run, and the run ends
         unapproved with `stop_reason: cost_cap`."""
@@ -177,7 +190,8 @@ class ReviewStep:
     def _add(self, record: ReviewRecord) -> None:
         self.state.reviews.append(record)
         self.host.record.emit({"type": "review_done", "result": record.result,
-                               "version": record.version, "error": record.error})
+                               "version": record.version, "error": record.error,
+                               "tokens": record.usage.total, "cost_usd": record.cost_usd})
         self.host.record.save()
 
     # -- one fix ----------------------------------------------------------------------------
