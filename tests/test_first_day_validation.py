@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 from clirun import agentrun
-from gitutil import run_git
-from runkit import make_project, scripted, spec_text, writes
+from gitutil import init_repo, run_git
+from runkit import make_project, scripted, spec_text, submit, writes
 
 # plugins are not loaded: importing the ones installed here (hypothesis, benchmark) costs more
 # than the tiny suites these fixtures validate
@@ -98,3 +98,44 @@ def test_allow_failing_base_judges_merges_by_no_new_failures(tmp_path):
     assert result["groups"]["G2"]["status"] == "failed"
     assert any("--allow-failing-base" in w for w in result["warnings"])
     assert (root / "a.py").exists() and not (root / "tests/test_new.py").exists()
+
+
+def test_npm_workspace_workers_import_their_own_packages(tmp_path):
+    """npm workspaces link their packages from node_modules, relative to it: `init` gives
+    every worktree its own copy (worktree_copy), whose links lead to that worktree's packages.
+    The worker's test, which imports the function it adds to a workspace package, passes only
+    with its own change (without node_modules it would not find the package at all)."""
+    package = {"name": "root", "private": True, "workspaces": ["packages/*"],
+               "scripts": {"test": "node --test"}}
+    root = init_repo(tmp_path / "js", {
+        "package.json": json.dumps(package), ".gitignore": "node_modules/\n",
+        "packages/util/package.json": json.dumps({"name": "util-pkg", "version": "1.0.0"}),
+        "packages/util/index.js": "module.exports = {};\n"})
+    (root / "node_modules").mkdir()  # as `npm install` links a workspace: relative to the copy
+    (root / "node_modules/util-pkg").symlink_to("../packages/util")
+    init = agentrun("init", "--json", cwd=root)
+    assert init.json["worktree_copy"] == ["node_modules"] and \
+        init.json["validation_command"] == "npm test"
+    assert "worktree_copy: [node_modules]" in (root / ".specflow/config.yaml").read_text()
+    (root / ".specflow/specs/SPEC-70.md").write_text(spec_text("SPEC-70", [
+        ("G1", [], "packages/util/index.js")]))
+    run_git(root, "add", "-A")
+    run_git(root, "commit", "-qm", "spec")
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"groups": {"G1": [
+        {"tool_calls": [
+            {"name": "write_file", "arguments": {
+                "path": "packages/util/index.js",
+                "content": "module.exports = { double: (n) => 2 * n };\n"}},
+            {"name": "write_file", "arguments": {
+                "path": "test/double.test.js",
+                "content": "const test = require('node:test');\nconst assert = "
+                           "require('node:assert');\nconst { double } = require('util-pkg');"
+                           "\ntest('double', () => assert.strictEqual(double(2), 4));\n"}}]},
+        submit("complete", "double added", ["every file exists"])]}}))
+    proc = agentrun("run", "SPEC-70", "--provider", "scripted", "--script", str(script), "--yes",
+                    "--no-review", "--json", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.json["groups"]["G1"]["status"] == "complete"
+    assert proc.json["groups"]["G1"]["attempts"] == 1  # its own check passed at once
+    assert [c["ok"] for c in proc.json["integration"]] == [True]
