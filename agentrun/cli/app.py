@@ -13,13 +13,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
-from agentrun.errors import (
-    EXIT_INTERRUPTED,
-    AgentrunError,
-    no_space,
-    not_writable,
-    path_error,
-)
+from agentrun.errors import EXIT_INTERRUPTED, AgentrunError
 
 if TYPE_CHECKING:
     import typer
@@ -168,6 +162,8 @@ def _run(app: typer.Typer, args: list[str], out: Any) -> int:
             raise interrupt from None
         if os.environ.get("AGENTRUN_DEBUG"):
             raise
+        from agentrun.cli.failures import user_error
+
         exc = user_error(exc)
         _report(out, exc.message, exc.hint, exc.exit_code, type(exc).__name__)
         return exc.exit_code
@@ -179,30 +175,11 @@ def _run(app: typer.Typer, args: list[str], out: Any) -> int:
             raise interrupt from None
         if os.environ.get("AGENTRUN_DEBUG"):
             raise
+        from agentrun.cli.failures import user_error
+
         known = user_error(exc)
         _report(out, known.message, known.hint, known.exit_code, type(known).__name__)
         return known.exit_code
-
-
-class InternalError(AgentrunError):
-    """An error agentrun did not expect: a bug (exit 1)."""
-
-
-def user_error(exc: Exception) -> AgentrunError:
-    """The error a user is told about for `exc`: a git command that met a full disk or a
-    checkout it cannot write, an OSError that names a path in the way, else `exc` itself, or
-    an internal error."""
-    if isinstance(exc, AgentrunError):
-        from agentrun.gitcli import GitError
-
-        return no_space(exc) or (not_writable(exc) if isinstance(exc, GitError) else None) \
-            or exc
-    known = no_space(exc) or path_error(exc)
-    if known is not None:
-        return known
-    return InternalError(f"internal error: {type(exc).__name__}: {exc}",
-                         "this is a bug in agentrun; rerun with AGENTRUN_DEBUG=1 for the "
-                         "traceback")
 
 
 def _usage_hint(exc: Exception) -> str:

@@ -78,7 +78,7 @@ class EventStream:
         """The command stopped with `exc` before the run said how it ended: say it."""
         if self.ended:
             return
-        from agentrun.cli.app import user_error
+        from agentrun.cli.failures import user_error
         from agentrun.errors import EXIT_INTERRUPTED, Interrupted
         from agentrun.run.record import EVENTS_VERSION
 

@@ -93,8 +93,6 @@ class Progress:
             self._phase(kind, event)
         elif kind == "fix_start":
             self.phase = f"Fix {batch}"
-        elif kind == "run_done":
-            self.phase = f"Done: {event.get('status', '')}"
         elif batch in self.rows:
             self._update(self.rows[batch], kind, event)
         self.show(event)
