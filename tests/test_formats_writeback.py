@@ -201,3 +201,34 @@ def test_the_worker_reads_the_plans_context_and_checks():
            "feature as vertical slice." in text
     assert "Checks the plan gives (run them before you finish):\n- Task 1: Create User model: " \
            "tsc --noEmit passes" in text
+
+
+def test_the_summary_of_a_plan_goes_to_its_record_made_when_missing(tmp_path):
+    """As in a CI job's aggregate, where no local `run` wrote the record first."""
+    from gitutil import init_repo
+
+    from agentrun.project import Project
+    from agentrun.report.execution_state import GroupState, RunState
+    from agentrun.run.record import Recorder
+
+    init_repo(tmp_path)
+    path = copy("kiro/cc-sdd-template/tasks.md", tmp_path)
+    spec = select(spec_of(path, "kiro", tmp_path), tmp_path / ".specflow/execution",
+                  changed=False)
+    assert not spec.path.exists()
+    state = RunState(run_id="r1", spec_id=spec.id, spec_path="x", mode="orchestrated",
+                     base_commit="0" * 40, target_branch="main", started="then",
+                     finished="now")
+    state.groups = {"G1a": GroupState(id="G1a", status=Status.COMPLETE, wave="1", batch="G1a"),
+                    "G2a": GroupState(id="G2a", status=Status.FAILED, wave="2", batch="G2a")}
+    record = Recorder(Project(tmp_path), spec, "orchestrated", "r1", tmp_path / "run",
+                      tmp_path / "state.json")
+    record.state = state
+    record.write_summary("now")
+    kept = spec.path.read_text(encoding="utf-8")
+    assert "source: \"kiro/cc-sdd-template/tasks.md\"" in kept and "## Execution Summary" in kept
+    plan = path.read_text(encoding="utf-8")
+    assert "- [x] 1.1 Sub-task description" in plan and "- [x] 1. Foundation" in plan
+    assert "- [ ] 2.1 (P) Sub-task description" in plan
+    assert record.written == [tmp_path / ".specflow/execution/kiro-cc-sdd-template-landed.json",
+                              path]

@@ -56,7 +56,9 @@ def plan(
 
         # one line, so that `echo "matrix=$(agentrun plan SPEC --matrix)" >> $GITHUB_OUTPUT`
         # works as it is
-        doc = ci_matrix(parsed, result, relpath(parsed.path))
+        # a plan from another tool: the jobs read the plan itself (its record is the run's)
+        doc = ci_matrix(parsed, result, parsed.source.path if parsed.source is not None
+                        else relpath(parsed.path))
         typer.echo(json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
         return
     if out.mode == "json":

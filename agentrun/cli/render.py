@@ -17,7 +17,12 @@ def plan_summary(spec: Spec, plan: Plan, console, max_parallel: int | None = Non
     `max_parallel` caps the workers that run at once (the rest of a wave queues)."""
     from rich.markup import escape
 
-    status = spec.status or "unknown"
+    if spec.source is not None:  # a plan from another tool: its tasks carry its state
+        from agentrun.formats.render import FORMAT_NAMES
+
+        status = f"{FORMAT_NAMES.get(spec.source.format, spec.source.format)} plan"
+    else:
+        status = spec.status or "unknown"
     title = spec.title.removeprefix(spec.id).lstrip(":—- ").strip()
     heading = f"[bold]{escape(spec.id)}[/bold]" + (f": {escape(title)}" if title else "")
     console.print(f"{heading}  [dim](status: {escape(status)})[/dim]")

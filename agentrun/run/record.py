@@ -140,6 +140,10 @@ class Recorder:
     def write_summary(self, when: str, status: str | None = None) -> None:
         """Write the spec's `## Execution Summary` (and `status`), every other byte unchanged."""
         assert self.state is not None
+        if self.spec.source is not None:  # a plan's record (a CI job may not have it yet)
+            from agentrun.formats.companion import write as write_record
+
+            write_record(self.spec, self.project.root)
         text = read_text_exact(self.spec.path)
         body = render_summary(self.state, [c.text for c in self.spec.acceptance_criteria], when)
         new = upsert_section(text, "Execution Summary", body)
