@@ -383,3 +383,41 @@ def _no_shared_files(spec, plan) -> None:
             for f in spec.group(gid).files:
                 assert f not in seen, f"{gid} and {seen[f]} share {f} in wave {wave.label}"
                 seen[f] = gid
+
+
+# -- what cannot be run as written ---------------------------------------------------------
+
+SPECKIT_HEAD = "# Tasks: X\n\n## Phase 1: Setup\n\n"
+GSD_HEAD = "---\nphase: 01-x\nplan: 01\nwave: 1\ndepends_on: []\n---\n\n<tasks>\n"
+
+
+@pytest.mark.parametrize(("fmt", "name", "text", "line", "words"), [
+    ("speckit", "tasks.md", "# Tasks: X\n\n- [ ] T001 Create a.py\n\n## Phase 1: Setup\n", 3,
+     "task T001 fits no phase"),
+    ("speckit", "tasks.md", "# Tasks: X\n\n## Phase 3: User Story 1 - A (Priority: P1)\n\n"
+     "- [ ] T001 [US2] Create a.py\n", 5, "labelled US2 but sits in phase"),
+    ("speckit", "tasks.md", SPECKIT_HEAD + "- [ ] T001 Create a.py (depends on T002)\n"
+     "- [ ] T002 Create b.py\n", 5, "dependency cycle: T001 (line 5) -> T002 (line 6) -> T001"),
+    ("speckit", "tasks.md", SPECKIT_HEAD + "- [ ] T001 Create a.py (depends on T009)\n", 5,
+     "T001 depends on T009, which is not a task of this plan"),
+    ("kiro", "tasks.md", "# Implementation Plan\n\n- [ ] 1. A\n- [ ] 2.1 B\n", 4,
+     "task 2.1 fits no task: it is not under task 2"),
+    ("kiro", "tasks.md", "# Implementation Plan\n\n- [ ] 1. A\n  - [ ] 1.1 B\n"
+     "    - [ ] 1.1.1 C\n", 5, "task 1.1.1 nests deeper than Kiro's two levels"),
+    ("kiro", "tasks.md", "# Implementation Plan\n\n- [ ] 1. A\n  - _Depends: 9_\n", 3,
+     "1 depends on 9, which is not a task of this plan"),
+    ("gsd", "01-01-PLAN.md", GSD_HEAD + '<task type="auto"><name>A</name><action>a</action>'
+     '</task>\n<task type="checkpoint:decision" gate="blocking"><decision>x</decision>'
+     "</task>\n</tasks>\n", 10, "task 2 is a checkpoint:decision"),
+    ("gsd", "02-01-PLAN.md", GSD_HEAD + '<task type="auto"><name>A</name></task>\n</tasks>\n', 2,
+     "says it belongs to phase 01-x: it fits no phase"),
+])
+def test_a_plan_that_cannot_run_as_written_names_the_line(tmp_path, fmt, name, text, line,
+                                                          words):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecError) as err:
+        read_plan(path, fmt)
+    assert err.value.line == line, err.value.message
+    assert words in err.value.message
+    assert err.value.exit_code == 2
