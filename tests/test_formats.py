@@ -180,6 +180,15 @@ def test_cc_sdd_template_depends_and_boundary():
     assert "Boundary: AuthService" in spec.group("G2a").context
 
 
+def test_cc_sdd_parallel_mark_at_the_end_of_the_title(tmp_path):
+    path = tmp_path / "tasks.md"  # as tools/cc-sdd/templates/shared/settings/templates/specs
+    path.write_text("# Implementation Plan\n\n- [ ] 1. Set up\n- [ ] 2. Core\n"
+                    "- [ ] 2.1 Build A (P)\n- [ ] 2.2 Build B (P)\n")
+    imported, spec = plan_of(path, "kiro")
+    assert layers(spec) == [["G1"], ["G2a", "G2b"]]
+    assert spec.group("G2b").title == "2.2 Build B"
+
+
 def test_kiro_container_and_subtasks_at_one_indentation():
     imported, spec = plan_of(FIX / "kiro/photo-albums/tasks.md", "kiro")
     assert len(spec.groups) == 28

@@ -4,8 +4,9 @@ Tasks are numbered checklist items: `- [ ] 1. Title` with sub-tasks `- [ ] 1.1 T
 under it, or at the same indentation after it; cc-sdd may also write the major task as a
 `## 1. Title` heading), each with detail bullets and `_Requirements: 1.2, 3.1_`. Kiro runs the
 tasks in order. cc-sdd's rules (tools/cc-sdd/templates/shared/settings/rules/
-tasks-generation.md): order implies dependency; ` (P)` after a task's number means it has no
-dependency on its immediately preceding peers and runs with them; `_Depends: 1.2, 2.3_` names a
+tasks-generation.md): order implies dependency; ` (P)` after a task's number (or, as its
+template writes it, at the end of the title) means it has no dependency on its immediately
+preceding peers and runs with them; `_Depends: 1.2, 2.3_` names a
 dependency outright; `- [ ]*` or `7.9*` marks an optional test task (run like the others);
 `_Boundary: ..._` names the component a task stays in.
 
@@ -32,6 +33,7 @@ NUMBERED = re.compile(r"^(\d+(?:\.\d+)*)\.?(\*?)[ \t]+(?:\((P)\)[ \t]*)?(.*)$")
 _HEADING = re.compile(r"^(\d+)\.?[ \t]+(?:\((P)\)[ \t]*)?(.*)$")
 _META = re.compile(r"^[-*]\s+_?(Requirements|Depends|Boundary|Contracts)_?\s*:\s*(.*?)_?\s*$",
                    re.I)
+_TRAILING_P = re.compile(r"[ \t]+\(P\)[ \t]*$")
 _LETTERS = string.ascii_lowercase
 _REQ = re.compile(r"^\s*(\d+(?:\.\d+)?)\.?\s+(.*)$")
 
@@ -71,7 +73,10 @@ def read(path: Path, text: str, spec_id: str) -> Imported:
         if m is None:
             continue
         tid, star, parallel, title = m.groups()
-        task = _Task(tid, item, item.line + 1, title.strip(), bool(parallel),
+        trailing = _TRAILING_P.search(title)  # cc-sdd's template puts the mark at the end
+        if trailing:
+            title = title[:trailing.start()]
+        task = _Task(tid, item, item.line + 1, title.strip(), bool(parallel or trailing),
                      item.optional or bool(star))
         for line in item.body:
             meta = _META.match(line.strip())
