@@ -27,6 +27,8 @@ from fake_model_server import FakeModelServer, RecordedRequest, Reply
 from gitutil import init_repo, run_git
 from test_review_cli import met
 
+from agentrun.sandbox.bwrap import unavailable_reason
+
 PYPROJECT = """[build-system]
 requires = ["hatchling"]
 build-backend = "hatchling.build"
@@ -188,6 +190,8 @@ def test_the_readme_first_day_walk(tmp_path):
     assert {g["status"] for g in doc["groups"].values()} == {"complete"}
     assert [g["attempts"] for g in doc["groups"].values()] == [1, 1, 1]  # no retry needed
     assert doc["provider"] == "anthropic" and doc["usage"]["input_tokens"] == 8000
+    if unavailable_reason() is None:  # where the main checkout's src/ is out of sight
+        assert doc["sandbox"] == "on (bubblewrap)"
     assert "agentrun: commit SPEC-001 and scaffolding before run" in run.stderr
     assert "not audited" not in run.stderr and "not validated" not in run.stderr
     assert f"model endpoint: {url}/v1/models answered (HTTP 200" in run.stderr
