@@ -394,9 +394,14 @@ def test_on_event_reports_attempts_and_steps(tmp_path):
     outcome, *_ = run(tmp_path, [turn(call("list_files")), turn(submit())],
                       on_event=seen.append)
     kinds = [e["type"] for e in seen]
-    assert kinds == ["attempt", "step", "step", "attempt_end"]
-    assert seen[1]["tool"] == "list_files" and seen[2]["tool"] == "submit_result"
-    assert seen[2]["tokens"] == outcome.usage.total
+    assert kinds == ["attempt", "step", "tool", "step", "tool", "attempt_end"]
+    steps, tools = seen[1::2][:2], seen[2::2][:2]
+    assert [s["tool"] for s in steps] == ["list_files", "submit_result"]
+    assert steps[1]["tokens"] == outcome.usage.total
+    # each model call says when it began, each tool call when it began and how it ended
+    assert steps[0]["started"] <= tools[0]["started"] <= steps[1]["started"]
+    assert [(t["name"], t["error"]) for t in tools] == [("list_files", False),
+                                                        ("submit_result", False)]
 
 
 def test_a_broken_progress_display_does_not_stop_the_agent(tmp_path):

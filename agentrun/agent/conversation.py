@@ -9,6 +9,7 @@ to stop. Policies live in their own modules; this file only wires them in order.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -133,6 +134,7 @@ class Conversation:
         request = Request(system=self.agent.system_prompt, messages=list(self.messages),
                           tools=[] if self.reflecting else self.specs, agent=self.agent.name,
                           group=self.rt.group)
+        started = time.time()  # the call's span in traces and the report's timeline
         try:
             turn = call_model(self.rt, request, **self.where)
         except Stopped as exc:
@@ -152,7 +154,8 @@ class Conversation:
         self.rt.emit({"type": "step", "step": self.steps, "tokens": cumulative,
                       "usage": turn.usage.to_dict(),  # the turn's: the run's spending sums it
                       "worker_usage": self.rt.tracker.usage.to_dict(),  # the display prices it
-                      "tool": turn.tool_calls[0].name if turn.tool_calls else None, **self.where})
+                      "tool": turn.tool_calls[0].name if turn.tool_calls else None,
+                      "started": round(started, 3), **self.where})
         if turn.text.strip():
             self.last_thought = turn.text.strip()
         return turn
@@ -164,7 +167,11 @@ class Conversation:
         self.messages.append(turn.as_message())
         verdict, failed = OK, []
         for call in turn.tool_calls:
+            started = time.time()
             result = self.execute(call)
+            if not (result.data and result.data.get("skipped")):  # a call that ran: its span
+                self.rt.emit({"type": "tool", "name": call.name, "started": round(started, 3),
+                              "error": result.is_error, **self.where})
             self.messages.append(Message(role="tool", content=result.content, name=call.name,
                                          tool_call_id=call.id, is_error=result.is_error))
             self.record("tool_result", id=call.id, name=call.name, is_error=result.is_error,

@@ -14,6 +14,7 @@ same session, then the attempt fails with the reason.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,7 @@ class _Stream(headless.CliStream):
     final: dict[str, Any] | None = None
     replies: set[Any] = field(default_factory=set)  # message ids whose usage is counted
     calls: dict[str, tuple[str, Any]] = field(default_factory=dict)  # tool_use id -> call
+    called: dict[str, float] = field(default_factory=dict)  # tool_use id -> when it was asked
     said: str = ""  # the model's own last words (not the CLI's synthetic messages)
 
     def event(self, event: dict[str, Any]) -> None:
@@ -79,20 +81,23 @@ class _Stream(headless.CliStream):
                 tools.append(name)
                 args = block.get("input") or {}
                 self.calls[str(block.get("id"))] = (name, args)
+                self.called[str(block.get("id"))] = time.time()
                 target = args.get("file_path") or args.get("command") or args.get("pattern")
                 self.last_action = f"{name} {target}" if target else name
                 self.wrote = self.wrote or name in WRITE_TOOLS
         self.steps += 1
         # the CLI repeats a reply's usage on each of its content blocks: count it once
-        turn = _usage(message.get("usage")) if message.get("id") not in self.replies \
-            else Usage()
+        new_reply = message.get("id") not in self.replies
+        turn = _usage(message.get("usage")) if new_reply else Usage()
         self.replies.add(message.get("id"))
         self.spent = self.spent + turn
         if self.guard is not None:
             self.guard.charge(turn)
+        # a reply's first block ends its model call (which began at `began`)
+        call = {"started": round(self.began, 3)} if new_reply else {}
         self.emit({"type": "step", "step": self.steps, "tool": tools[0] if tools else None,
                    "tokens": self.spent.total, "usage": turn.to_dict(),
-                   "worker_usage": self.spent.to_dict(), "group": self.group})
+                   "worker_usage": self.spent.to_dict(), "group": self.group, **call})
 
     def _tool_results(self, message: dict[str, Any]) -> None:
         for block in message.get("content") or []:
@@ -100,8 +105,12 @@ class _Stream(headless.CliStream):
                 content = block.get("content")
                 text = content if isinstance(content, str) else json.dumps(content)
                 self.observation = text[:2000]
+                call_id = str(block.get("tool_use_id"))
+                name, args = self.calls.get(call_id, ("?", {}))
+                self.tool_done(name, self.called.pop(call_id, self.began),
+                               block.get("is_error") is True)
+                self.began = time.time()  # the model is called again with the results
                 if self.guard is not None:
-                    name, args = self.calls.get(str(block.get("tool_use_id")), ("?", {}))
                     self.guard.tool_result(name, args, text, block.get("is_error") is True)
 
 

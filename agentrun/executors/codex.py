@@ -17,6 +17,7 @@ reason.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,11 +80,16 @@ class _Stream(headless.CliStream):
     message: str = ""  # the last agent message: the one that carries the result block
     turns: int = 0  # turns that completed
     failure: str | None = None
+    items: dict[str, float] = field(default_factory=dict)  # item id -> when it started
 
     def event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         if kind == "thread.started":
             self.session = str(event.get("thread_id") or "") or self.session
+        elif kind == "turn.started":
+            self.began = time.time()
+        elif kind == "item.started":
+            self.items[str((event.get("item") or {}).get("id"))] = time.time()
         elif kind == "item.completed":
             self._item(event.get("item") or {})
         elif kind == "turn.completed":
@@ -106,10 +112,12 @@ class _Stream(headless.CliStream):
             self.wrote = self.wrote or kind in WRITE_ITEMS
             self.steps += 1
             self._emit(TOOL_ITEMS[kind], Usage())
+            code = item.get("exit_code")
+            failed = item.get("status") == "failed" or (
+                isinstance(code, int) and not isinstance(code, bool) and code != 0)
+            self.tool_done(TOOL_ITEMS[kind], self.items.pop(str(item.get("id")), time.time()),
+                           failed)
             if self.guard is not None:
-                code = item.get("exit_code")
-                failed = item.get("status") == "failed" or (
-                    isinstance(code, int) and not isinstance(code, bool) and code != 0)
                 self.guard.tool_result(TOOL_ITEMS[kind], {"target": target},
                                        self.observation, failed)
 
@@ -121,14 +129,16 @@ class _Stream(headless.CliStream):
         turn = _less(total, before) if total.total >= before.total else total
         self.spent = self.spent + turn
         self.turns += 1
-        self._emit(None, turn)
+        # Codex tells tokens per turn, not per model call: the turn is the call's span
+        self._emit(None, turn, started=self.began)
         if self.guard is not None:
             self.guard.charge(turn)
 
-    def _emit(self, tool: str | None, turn: Usage) -> None:
+    def _emit(self, tool: str | None, turn: Usage, started: float | None = None) -> None:
+        call = {} if started is None else {"started": round(started, 3)}
         self.emit({"type": "step", "step": self.steps, "tool": tool,
                    "tokens": self.spent.total, "usage": turn.to_dict(),
-                   "worker_usage": self.spent.to_dict(), "group": self.group})
+                   "worker_usage": self.spent.to_dict(), "group": self.group, **call})
 
 
 class CodexExecutor(headless.CliExecutor):

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,9 @@ class CliStream:
     last_action: str = ""
     observation: str = ""
     spent: Usage = field(default_factory=Usage)  # by this process, as it reported
+    # when the model's current call began (the CLI's start, or the last tool results it was
+    # given): a model call's span in traces and the report's timeline
+    began: float = field(default_factory=time.time)
     pending: bytes = b""
     noise: list[str] = field(default_factory=list)
 
@@ -89,6 +93,11 @@ class CliStream:
     def event(self, event: dict[str, Any]) -> None:
         """One event of the CLI's; each executor reads its own kinds."""
         raise NotImplementedError
+
+    def tool_done(self, name: str, started: float, error: bool) -> None:
+        """A tool call of the CLI's ended (its span in traces and the report)."""
+        self.emit({"type": "tool", "name": name, "started": round(started, 3), "error": error,
+                   "group": self.group})
 
 
 def find_cli(exe: str, product: str, install: str, minimum: tuple[int, int, int]) -> Cli:

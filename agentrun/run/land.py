@@ -14,6 +14,7 @@ before `WaveLanding.clean_up` removes what that check may still need.
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -60,12 +61,14 @@ class Lander:
         titles = [self.state.groups[g].title for g in ids if self.state.groups[g].title]
         if titles:
             message += f": {'; '.join(titles)}"
+        started = round(time.time(), 3)  # the merge's span in traces and the report
         merged = workspace.merge_branch(self.root, result.branch or "", message)
         if merged.ok:
             self.target.left_at(merged.commit)
             for gid in ids:
                 self.state.groups[gid].merge_commit = merged.commit
-            self.record.emit({"type": "merged", "batch": batch_id, "commit": merged.commit})
+            self.record.emit({"type": "merged", "batch": batch_id, "commit": merged.commit,
+                              "started": started})
         else:
             for gid in ids:
                 g = self.state.groups[gid]
@@ -75,7 +78,7 @@ class Lander:
                            else f"merge failed: {merged.message}")
             self.record.emit({"type": "merge_conflict", "batch": batch_id,
                               "conflicts": merged.conflicts, "message": merged.message,
-                              "in_the_way": merged.in_the_way})
+                              "in_the_way": merged.in_the_way, "started": started})
         self.record.save()
         return merged.ok
 

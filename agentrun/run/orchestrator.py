@@ -518,5 +518,6 @@ class Orchestrator:
             self.record.commit_report()
             self.target.left_at()
         self.record.emit({"type": "run_done", "status": state.status,
-                          "run_dir": str(self.run_dir)})
+                          "run_dir": str(self.run_dir), "tokens": state.usage.total,
+                          "cost_usd": state.cost_usd})
         return state

@@ -49,7 +49,7 @@ from agentrun.review.fix import (
     render_fix_response,
 )
 from agentrun.review.reviewer import ReviewOptions, SpecReview, review_spec
-from agentrun.review.verdict import ReviewResult
+from agentrun.review.verdict import Review, ReviewResult
 from agentrun.run.backends import WorkerBackend
 from agentrun.run.execute import execute
 from agentrun.run.integration import Integration
@@ -157,7 +157,7 @@ class ReviewStep:
         self._add(ReviewRecord(
             result=str(result.result), version=result.version, error=result.error,
             findings=len(result.review.findings) if result.review else 0, usage=result.usage,
-            cost_usd=cost))
+            cost_usd=cost), result.review)
         return result.result == ReviewResult.APPROVED
 
     def _model(self) -> str:
@@ -169,8 +169,8 @@ class ReviewStep:
     def _relay(self, event: dict[str, Any]) -> None:
         """The reviewer's model turns, for the live display and `--events` (not the run's
         record, as with a worker's own progress)."""
-        if event.get("type") == "step":
-            self.host.record.emit({**event, "type": "review_step"}, record=False)
+        if event.get("type") in ("step", "tool"):  # review_step, review_tool
+            self.host.record.emit({**event, "type": f"review_{event['type']}"}, record=False)
 
     def _capped(self, step: str, then: str) -> bool:
         """Whether the spending cap is reached: then `step` is not run, and the run ends
@@ -187,11 +187,16 @@ class ReviewStep:
                                "spent_usd": round(spending.spent, 6), "cap_usd": spending.cap})
         return True
 
-    def _add(self, record: ReviewRecord) -> None:
+    def _add(self, record: ReviewRecord, review: Review | None = None) -> None:
+        """Keep a review's outcome; its event carries the reviewer's findings and criteria
+        verdicts too (the run's HTML report shows them)."""
         self.state.reviews.append(record)
+        said = {} if review is None else review.model_dump(
+            mode="json", include={"criteria", "findings", "summary"})
         self.host.record.emit({"type": "review_done", "result": record.result,
                                "version": record.version, "error": record.error,
-                               "tokens": record.usage.total, "cost_usd": record.cost_usd})
+                               "tokens": record.usage.total, "cost_usd": record.cost_usd,
+                               **said})
         self.host.record.save()
 
     # -- one fix ----------------------------------------------------------------------------
