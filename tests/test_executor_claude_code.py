@@ -155,7 +155,7 @@ def test_a_missing_result_gets_one_follow_up_in_the_same_session(tmp_path, claud
     assert proc.returncode == 1, proc.stderr  # G1 did not complete
     never, late = proc.json["groups"]["G1"], proc.json["groups"]["G2"]
     assert never["status"] == "partial" and never["files_created"] == ["src/alpha.txt"]
-    assert "no fenced JSON block" in never["error"]
+    assert never["stop_reason"] == "no_result" and "no fenced JSON block" in never["error"]
     assert model.ended["src/alpha.txt"] == 2  # the follow-up in the same session got none
     assert late["status"] == "complete" and (root / "src/beta.txt").exists()
     assert model.ended["src/beta.txt"] == 2  # accepted from the follow-up

@@ -33,6 +33,7 @@ from agentrun.tools.agent_tools import SubmitResult
 from agentrun.tools.base import CommandPolicy
 from agentrun.tools.environment import scrubbed_env
 
+CLI_ERROR = "the CLI reported an error"
 FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)\n[ \t]*```", re.DOTALL)
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 
@@ -197,7 +198,7 @@ def read_report(final_message: str, error: str | None = None) -> Submission | st
     """The submission in the CLI's final message, or what is wrong with it (`error`: the CLI
     said it failed)."""
     if error is not None:
-        return f"the CLI reported an error: {error[:500]}"
+        return f"{CLI_ERROR}: {error[:500]}"
     blocks = FENCE.findall(final_message)
     if not blocks:
         return "the final message has no fenced JSON block with the result"
@@ -222,8 +223,9 @@ def outcome(stream: CliStream, report: Submission | str, stop: StopReason | None
         return AttemptOutcome(status=Status.FAILED, stop_reason=stop,
                               summary=f"Stopped ({stop}) after {stream.steps} steps.",
                               error=error or f"the CLI was stopped: {stop}", **where)
-    if isinstance(report, str):
-        return AttemptOutcome(status=Status.FAILED, stop_reason=StopReason.ERROR,
+    if isinstance(report, str):  # the CLI failed, or ended without a readable result
+        why = StopReason.ERROR if report.startswith(CLI_ERROR) else StopReason.NO_RESULT
+        return AttemptOutcome(status=Status.FAILED, stop_reason=why,
                               summary=stream.last_thought[:1000], error=report, **where)
     return AttemptOutcome(status=report.status, stop_reason=StopReason.COMPLETED,
                           summary=report.summary, error=report.error, submission=report,
