@@ -51,6 +51,9 @@ def test_live_table_tracks_each_worker():
             progress(event)
     assert progress.rows["G1"].state == "merged" and progress.rows["G1"].cost == 0.0123
     assert progress.rows["G2"].state == "failed"
+    progress({"type": "worker_result", "batch": "G2", "status": "failed",
+              "stop_reason": "refusal", "tokens": 10, "cost_usd": None})
+    assert progress.rows["G2"].state == "failed (refusal)"
     assert progress.waves_done == 1
     screen = buffer.getvalue()
     assert "Wave 2/2" in screen and "$0.0123" in screen and "write_file" in screen

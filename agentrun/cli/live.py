@@ -152,6 +152,9 @@ class Progress:
             row.state = f"attempt {event.get('attempt', '?')}"
         elif kind == "worker_result":
             row.state = event.get("status", "done")
+            stop = event.get("stop_reason")
+            if stop and stop not in ("completed", "error", "interrupted"):
+                row.state += f" ({stop})"  # a limit or a model fault: say which
             row.tokens = event.get("tokens", row.tokens)
             row.cost = event.get("cost_usd")
             row.ended = time.monotonic()
@@ -355,7 +358,7 @@ class LiveProgress(Progress):
         for row in list(self.rows.values()):
             waiting = row.state == QUEUED
             table.add_row(row.batch, ",".join(row.groups),
-                          Text(row.state, style=styles.get(row.state, "cyan")),
+                          Text(row.state, style=styles.get(row.state.split(" ")[0], "cyan")),
                           "" if waiting else str(row.step), row.tool,
                           "" if waiting else f"{row.tokens:,}",
                           "" if waiting else money(row.cost),
