@@ -22,10 +22,12 @@ class Faulty:
     """Per group, by the file its task names: `loop` writes where no write can succeed,
     `costly` reports 60,000 input tokens a reply, `endless` writes a new file every turn."""
 
-    def __init__(self, kinds: dict[str, str], usage: dict[str, int] | None = None) -> None:
+    def __init__(self, kinds: dict[str, str], usage: dict[str, int] | None = None,
+                 meet: bool = False) -> None:
         self.kinds, self.usage = kinds, usage or USAGE
         self.calls: dict[str, int] = {}  # tool-carrying requests per file
-        self.lock = threading.Lock()
+        self.meet = meet  # first calls wait until every group's CLI has called
+        self.lock = threading.Condition()
 
     def __call__(self, request: RecordedRequest) -> Reply:
         body = request.body or {}
@@ -37,6 +39,9 @@ class Faulty:
         file = target.group(1) if target else "?"
         with self.lock:
             n = self.calls[file] = self.calls.get(file, 0) + 1
+            self.lock.notify_all()
+            if self.meet:
+                self.lock.wait_for(lambda: set(self.kinds) <= set(self.calls), timeout=60)
         kind = self.kinds.get(file)
         if kind == "refuses":
             return Reply(text="I can't help with that.", stop_reason="refusal", usage=USAGE)
@@ -94,7 +99,7 @@ def test_the_spending_cap_stops_cli_workers_at_their_next_model_call(tmp_path, c
     root = make_project(tmp_path / "project", [("G1", [], "src/alpha.txt"),
                                                 ("G2", [], "src/beta.txt")])
     model = Faulty({"src/alpha.txt": "endless", "src/beta.txt": "endless"},
-                   usage={"input_tokens": 10_000, "output_tokens": 0})
+                   usage={"input_tokens": 10_000, "output_tokens": 0}, meet=True)
     call_usd = 10_000 * 3.0 / 1e6
     with FakeModelServer(responder=model) as server:
         proc = run(root, server, claude_bin, "--retries", "0",

@@ -44,19 +44,25 @@ def group_of(request: RecordedRequest) -> str:
 
 
 class PerGroup:
-    """Serves each group its own replies in order, and keeps each group's requests."""
+    """Serves each group its own replies in order, and keeps each group's requests. The first
+    requests of the groups in `meet` are answered only once all of them have come (their
+    workers all started), so that one group's fault cannot keep another from starting."""
 
-    def __init__(self, replies: dict[str, list[Reply | Error]]) -> None:
+    def __init__(self, replies: dict[str, list[Reply | Error]], meet: tuple[str, ...] = ()):
         self.replies = {g: list(r) for g, r in replies.items()}
+        self.meet = set(meet)
         self.seen: dict[str, list[RecordedRequest]] = {}
         self.times: dict[str, list[float]] = {}  # when each request arrived
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
 
     def __call__(self, request: RecordedRequest) -> Reply | Error:
         group = group_of(request)
         with self.lock:
             self.seen.setdefault(group, []).append(request)
             self.times.setdefault(group, []).append(time.monotonic())
+            self.lock.notify_all()
+            if group in self.meet:
+                self.lock.wait_for(lambda: self.meet <= set(self.seen), timeout=60)
             left = self.replies.get(group) or []
             return left.pop(0) if left else Error(400, f"nothing scripted for {group}")
 
@@ -144,7 +150,7 @@ def test_a_rate_limit_longer_than_agentrun_waits_stops_the_run_and_resume_contin
         "G2": [Error(503, "unavailable", headers={"retry-after-ms": "300"}),
                write("src/G2.py"), submit()],
         "G3": [Error(529, "Overloaded", headers={"retry-after": "7200"})],
-    })
+    }, meet=("G1", "G2", "G3"))
     root = init_repo(tmp_path / "p", {
         "README.md": "# fixture\n", ".gitignore": ".specflow/runs/\n",
         ".specflow/PROJECT.md": "# Project\n", ".specflow/STATE.md": STATE_MD.format(spec=SPEC),
@@ -183,16 +189,20 @@ def test_a_rate_limit_longer_than_agentrun_waits_stops_the_run_and_resume_contin
 
 
 class Endless:
-    """A model that never finishes: each call writes one more file, whatever it is told."""
+    """A model that never finishes: each call writes one more file, whatever it is told. The
+    first calls are answered once every group of `meet` has called (all its workers run)."""
 
-    def __init__(self) -> None:
+    def __init__(self, meet: tuple[str, ...]) -> None:
         self.calls: dict[str, int] = {}
-        self.lock = threading.Lock()
+        self.meet = set(meet)
+        self.lock = threading.Condition()
 
     def __call__(self, request: RecordedRequest) -> Reply:
         group = group_of(request)
         with self.lock:
             n = self.calls[group] = self.calls.get(group, 0) + 1
+            self.lock.notify_all()
+            self.lock.wait_for(lambda: self.meet <= set(self.calls), timeout=60)
         return Reply(tool_calls=[{"name": "write_file", "arguments": {
             "path": f"src/{group}_{n}.py", "content": f"# {n}\n"}}], usage=USAGE, delay_s=0.05)
 
@@ -202,7 +212,7 @@ def test_the_spending_cap_is_hard_whatever_the_model_does(tmp_path):
     running worker makes no call beyond the one in flight; what they committed is kept as
     partial, and the run spent at most the cap plus one call per worker."""
     call_usd = (100 + 20) * 1000.0 / 1e6  # USAGE at $1000 per million tokens
-    model = Endless()
+    model = Endless(meet=("G1", "G2", "G3"))
     root = project(tmp_path / "p", ["G1", "G2", "G3"], {
         ".specflow/config.yaml": "pricing:\n  fake-model: {input: 1000.0, output: 1000.0}\n"})
     cap = 8 * call_usd
