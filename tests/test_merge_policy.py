@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 from gitutil import init_repo, run_git
@@ -153,3 +154,31 @@ def _stdin(root, text: str, *args: str) -> str:
     proc = subprocess.run(["git", *args], cwd=root, input=text, capture_output=True, text=True,
                           check=True)
     return proc.stdout.strip()
+
+
+def test_a_plan_from_another_tool_is_the_plans_to_mark_not_the_workers(tmp_path):
+    """A worker cannot tick, untick or rewrite the plan it runs: spec-kit's tasks.md, or GSD's
+    plan files and the ROADMAP.md a run ticks; other files under the same folders are work."""
+    import shutil
+
+    from agentrun.formats import load
+    from agentrun.project import Project
+
+    fixtures = Path(__file__).parent / "fixtures" / "formats"
+    root = init_repo(tmp_path / "r", {"README.md": "x\n"})
+    shutil.copytree(fixtures / "speckit" / "mock-auth", root / "specs" / "007-mock-auth")
+    phase = root / ".planning" / "phases" / "01-foundation"
+    shutil.copytree(fixtures / "gsd" / "01-foundation", phase)
+    (root / ".planning" / "ROADMAP.md").write_text("- [ ] 01-01: foundation\n")
+    speckit, _ = load(root / "specs" / "007-mock-auth" / "tasks.md", root)
+    rules = MergePolicy.for_run(root, Project(root), speckit)
+    assert rules.kind("specs/007-mock-auth/tasks.md") == PATH_DENIED
+    assert rules.kind("specs/007-mock-auth/TASKS.md") == PATH_DENIED
+    assert rules.kind("specs/007-mock-auth/notes.md") is None
+    assert rules.kind(".planning/ROADMAP.md") is None  # not this plan's
+    gsd, _ = load(phase, root)
+    rules = MergePolicy.for_run(root, Project(root), gsd)
+    plans = sorted(p.name for p in phase.glob("*-PLAN.md"))
+    assert plans and all(rules.kind(f".planning/phases/01-foundation/{p}") == PATH_DENIED
+                         for p in plans)
+    assert rules.kind(".planning/ROADMAP.md") == PATH_DENIED

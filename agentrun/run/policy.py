@@ -7,7 +7,9 @@ tree. Two rules:
 
 - **path_denied**, always refused: any path under a `.specflow` folder, at any depth (specs,
   run records, execution state, STATE.md, config, agent/prompt/command overrides: agentrun
-  writes those itself), the spec being run wherever it lives, a `.git` component, a gitlink
+  writes those itself), the spec being run wherever it lives (for a plan from another tool,
+  every file it was read from and the file its progress is marked in), a `.git` component, a
+  gitlink
   (a nested repository or submodule: git would run commands configured inside it), and a
   symlink whose target leaves the repository, is the repository's root, or lies in a `.git`
   or `.specflow` folder.
@@ -75,8 +77,9 @@ class MergePolicy:
     """The change rules of one repository and one spec (see the module doc)."""
 
     def __init__(self, *, spec_path: str, hooks_dir: str | None = None,
-                 named: Iterable[str] = ()) -> None:
+                 named: Iterable[str] = (), plan_files: Iterable[str] = ()) -> None:
         self.spec_path = _key(spec_path)
+        self.plan_files = {_key(p) for p in plan_files}
         self.code_dirs = _CODE_DIRS + ((_key(hooks_dir) + "/",) if hooks_dir else ())
         self.named = {_key(p) for p in named}
 
@@ -86,7 +89,8 @@ class MergePolicy:
         root_real = root.resolve()
         return cls(spec_path=_inside(root_real, spec.path) or spec.path.name,
                    hooks_dir=_hooks_dir(root_real),
-                   named=[*spec.files_to_create, *spec.files_to_modify])
+                   named=[*spec.files_to_create, *spec.files_to_modify],
+                   plan_files=_plan_files(root_real, spec))
 
     def denied(self, path: str) -> str | None:
         """Why a worker may never write `path` (a repository path), or None."""
@@ -98,6 +102,8 @@ class MergePolicy:
             return "under .specflow/, which only agentrun writes"
         if key == self.spec_path:
             return "the spec being run, which only agentrun writes"
+        if key in self.plan_files:
+            return "the plan being run, which only agentrun marks"
         return None
 
     def kind(self, path: str) -> str | None:
@@ -182,6 +188,19 @@ def symlink_out_of_bounds(path: str, links: dict[str, str]) -> str | None:
     if any(part.casefold() in _OWN_FOLDERS for part in done):
         return "into a .git or .specflow folder"
     return None
+
+
+def _plan_files(root: Path, spec: Spec) -> list[str]:
+    """A plan read from another tool's format: every file it was read from and the file a run
+    marks its progress in (GSD's ROADMAP.md), as repository paths."""
+    if spec.source is None:
+        return []
+    from agentrun.formats import gsd  # only for plans from other tools
+
+    paths = [root / f for f in spec.source.files]
+    roadmaps = {gsd.roadmap_path(p) for p in paths if gsd.PLAN_FILE.match(p.name)}
+    return [rel for p in [*paths, *roadmaps] if p is not None
+            and (rel := _inside(root, p)) is not None]
 
 
 def _inside(root: Path, path: Path) -> str | None:
