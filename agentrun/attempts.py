@@ -122,7 +122,9 @@ class _Run:
                         condition=condition, retry=retry, steps=result.steps,
                         self_reported=gave_up)
             self.emit({"type": "attempt_end", "attempt": number, "status": result.status,
-                       "stop_reason": result.stop_reason, "retry": retry})
+                       "stop_reason": result.stop_reason, "retry": retry,
+                       "error": self.transcript.redactor.text(result.error)[:2000]
+                       if result.error else None})
             if not retry or not self.rollback(result, snapshot):
                 break
             text = render("retry", {
@@ -181,9 +183,12 @@ class _Run:
             result.error = f"{stop} before the validation command could run"
             return None
         timeout = max(1.0, min(self.task.limits.validation_timeout_s, self.budget.time_left()))
+        started = time.time()
         check = run_validation(self.sandbox, self.worktree, self.policy, command, timeout)
         self.record("validation", attempt=number, command=command, ok=check.ok,
                     condition=check.condition, output=tail(check.output))
+        self.emit({"type": "validation", "attempt": number, "ok": check.ok,
+                   "condition": check.condition, "started": round(started, 3)})
         if not check.ok:
             result.status = Status.FAILED
             result.error = check.error

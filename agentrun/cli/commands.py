@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
         init_cmd,
         new_cmd,
         plan_cmd,
+        report_cmd,
         review_cmd,
         run_cmd,
         status_cmd,
@@ -33,6 +34,7 @@ def register(app: typer.Typer) -> None:
     app.command("worker")(worker_cmd.worker)
     app.command("aggregate")(aggregate_cmd.aggregate)
     app.command("status")(status_cmd.status)
+    app.command("report")(report_cmd.report)
     app.command("clean")(clean_cmd.clean)
     app.command("init")(init_cmd.init)
     app.command("new")(new_cmd.new)

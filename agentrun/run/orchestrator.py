@@ -517,7 +517,9 @@ class Orchestrator:
         if not interrupted and not self.target.stopped:
             self.record.commit_report()
             self.target.left_at()
+        report = self.record.write_html(control_dir(self.root, self.run_id))
         self.record.emit({"type": "run_done", "status": state.status,
                           "run_dir": str(self.run_dir), "tokens": state.usage.total,
-                          "cost_usd": state.cost_usd})
+                          "cost_usd": state.cost_usd,
+                          **({"report": str(report)} if report else {})})
         return state

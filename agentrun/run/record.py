@@ -137,6 +137,20 @@ class Recorder:
         assert self.state is not None
         atomic_write_json(self.run_dir / "result.json", self.state.to_dict())
 
+    def write_html(self, control: Path | None = None) -> Path | None:
+        """The run's `report.html`, from what the record holds now (report/html.py); None,
+        with a warning, when it cannot be written: the run's outcome stands without it."""
+        from agentrun.report.html import write_report
+
+        try:
+            return write_report(self.run_dir, control, state_file=self.state_file,
+                                title=self.spec.title)
+        except Exception as exc:  # noqa: BLE001 - a report is never worth the run's result
+            if self.state is not None:
+                self.state.warnings.append(f"the HTML report was not written: {exc}")
+            self.emit({"type": "warning", "message": f"the HTML report was not written: {exc}"})
+            return None
+
     def write_summary(self, when: str, status: str | None = None) -> None:
         """Write the spec's `## Execution Summary` (and `status`), every other byte unchanged."""
         assert self.state is not None
