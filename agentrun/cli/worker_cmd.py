@@ -280,8 +280,8 @@ def _print(out, doc: dict[str, Any], where: str) -> None:
     if doc.get("error"):
         out.stdout.print(f"error: {doc['error']}", markup=False)
     if doc.get("base_commit") and doc.get("branch"):
-        out.stdout.print(f"branch: {doc['branch']} (push it for `agentrun aggregate`)",
-                         markup=False)
+        out.stdout.print(f"branch: {doc['branch']} (push or bundle it for `agentrun "
+                         "aggregate`)", markup=False)
     out.stdout.print(f"result: {where}", markup=False)
 
 

@@ -326,9 +326,12 @@ def prepare(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path], *, 
             raise BadInput(
                 f"branch {ci.branch} of {ci.path} ({ci.result.status}) is not in this "
                 f"repository: neither a local branch nor {remote}/{ci.branch}",
-                hint=f"push it from the worker job (`git push {remote} HEAD:refs/heads/"
-                     f"{ci.branch}`) and fetch before aggregating (`git fetch {remote} "
-                     f"'+refs/heads/agentrun/*:refs/remotes/{remote}/agentrun/*'`)")
+                hint=f"hand it on from the worker job — push it (`git push {remote} "
+                     f"HEAD:refs/heads/{ci.branch}`) or bundle it (`git bundle create "
+                     f"B.bundle refs/heads/{ci.branch} ^<base>`) — and fetch it before "
+                     f"aggregating (`git fetch {remote} '+refs/heads/agentrun/*:refs/remotes/"
+                     f"{remote}/agentrun/*'`, or `git fetch B.bundle "
+                     f"'+refs/heads/{ci.branch}:refs/remotes/{remote}/{ci.branch}'`)")
         if ci.ref is not None and wave.number > 1 and \
                 Status(ci.result.status).landed_work:
             problem = previous_waves_problem(root, plan, previous, wave, ci.ref, ci.branch)
