@@ -59,10 +59,23 @@ def status(text: str) -> str:
     return re.search(r"^status: (\S+)$", text, re.M).group(1)
 
 
-def appended(before: str, entry: str, new_status: str) -> str:
-    """What the spec must be: the text before, only its status changed, then the entry."""
+def appended(before: str, entry: str, new_status: str, summary: str) -> str:
+    """What the spec must be: the text before with its status, its criteria's checkboxes (as
+    the review judged them) and its Execution Summary (`summary`, as written) changed, then
+    the entry."""
     head = before.replace(f"status: {status(before)}", f"status: {new_status}", 1)
+    old_summary = head.split("## Execution Summary\n", 1)[1]
+    head = head.replace(old_summary, summary)
+    for criterion, ticked in REVIEW_TICKS.items():
+        head = head.replace(f"- [ ] {criterion}\n", f"- [{ticked}] {criterion}\n", 1)
     return head.rstrip("\n") + "\n\n## Review History\n\n" + entry + "\n"
+
+
+REVIEW_TICKS = {"every file exists": "x", "nothing else changes": "x"}
+
+
+def summary_of(text: str) -> str:
+    return text.split("## Execution Summary\n", 1)[1].split("## Review History")[0]
 
 
 def test_approval_sets_done_and_appends_the_entry_byte_exactly(ran_project):
@@ -76,7 +89,13 @@ def test_approval_sets_done_and_appends_the_entry_byte_exactly(ran_project):
     doc = proc.json
     assert doc["ok"] and doc["result"] == "APPROVED" and doc["frontmatter_status"] == "done"
     entry = doc["history_entry"]
-    assert (root / SPEC).read_text() == appended(before, entry, "done")
+    text = (root / SPEC).read_text()
+    summary = summary_of(text)
+    assert text == appended(before, entry, "done", summary)  # every other byte as it was
+    # the criteria and the summary show the review's verdict
+    assert "- [x] every file exists\n- [x] nothing else changes\n" in text
+    assert "**Review:** APPROVED (Review v1, 1 review(s))" in summary
+    assert "- [x] every file exists (Review v1: met)" in summary
     assert entry.startswith("### Review v1 (")
     assert "**Result:** APPROVED" in entry and "**Reviewer:** code-reviewer (" in entry
     assert "- [✓] AC1: every file exists — a.txt:1 holds the greeting" in entry

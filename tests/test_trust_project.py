@@ -88,14 +88,32 @@ def test_a_nested_specflow_written_after_the_start_configures_nothing(tmp_path):
     assert review.returncode == 1, review.stderr
     assert review.json["result"] == "CHANGES_REQUESTED"  # the planted reviewer would approve
     assert review.json["sandbox"] != SANDBOX_OFF
+    spec = (root / SPEC).read_text()  # the criteria follow the verdict: 1 met, 2 not
+    assert "- [x] every file exists\n- [ ] nothing else changes\n" in spec
 
+    # the next review finds criterion 1 not met either (the user's script, changed)
+    good = {**GOOD, "agents": {"code-reviewer": [review_turn(
+        [{"criterion": 1, "verdict": "not_met", "evidence": "b.txt"},
+         {"criterion": 2, "verdict": "not_met", "evidence": "b.txt"}], [FINDING])]}}
+    commit_files(root, {".specflow/good.yaml": yaml.safe_dump(good),
+                        SPEC: spec}, "the next review's script")
     fix = agentrun("fix", "SPEC-1", "--json", "--in-process", cwd=root)
     assert fix.returncode == 1, fix.stderr
     doc = fix.json
     assert doc["groups"]["FIX-1"]["status"] == "complete"
     assert run_git(root, "show", "HEAD:a.txt") == "a."  # the user's fix worker
     assert not (root / "pwned.txt").exists()
-    assert doc["review"]["result"] == "CHANGES_REQUESTED" and doc["sandbox"] != SANDBOX_OFF
+    assert doc["sandbox"] != SANDBOX_OFF
+    # one current verdict: the fix's review is v2, after `review`'s v1, in the record, the
+    # spec and `status`
+    assert [(r["version"], r["result"]) for r in doc["reviews"]] == \
+        [(1, "CHANGES_REQUESTED"), (2, "CHANGES_REQUESTED")]
+    assert doc["review"]["version"] == 2
+    spec = (root / SPEC).read_text()
+    assert "- [ ] every file exists\n- [ ] nothing else changes\n" in spec
+    assert "**Review:** CHANGES_REQUESTED (Review v2, 2 review(s))" in spec
+    shown = agentrun("status", "SPEC-1", cwd=root)
+    assert "Review: CHANGES_REQUESTED (Review v2, 2 review(s))" in shown.stdout, shown.stdout
 
 
 # -- the root, and settings read from a commit (in-process) ----------------------------------

@@ -68,17 +68,14 @@ def fix(
     out = output(json_out)
     project, path = project_for_spec(spec)
     loaded = load_spec(path)
-    last = last_review(loaded)
+    state = load_state(state_path(project.execution_dir, loaded.id))
+    last = last_review(state)  # the run's record of its latest review, never the spec's text
     if last is None or not last.open:
         what = ("has no review yet" if last is None else
-                f"has nothing open to fix: its last review (v{last.version}) is "
-                f"{last.result or 'without a result'}")
+                f"has nothing open to fix: its last review is {last.describe()}")
         raise BadInput(f"{loaded.id} {what}",
                        hint=f"review it first: `agentrun review {loaded.id}`")
-    state = load_state(state_path(project.execution_dir, loaded.id))
-    if state is None:
-        raise BadInput(f"{loaded.id}: no run to fix", hint=f"run it first: `agentrun run "
-                                                           f"{loaded.id}`")
+    assert state is not None
     project = pin_to_last_run(project, loaded, out, "the fix")
     plan = build_plan(loaded, mode=state.mode if state.mode in ("single", "orchestrated")
                       else None)

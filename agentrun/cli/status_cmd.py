@@ -20,7 +20,7 @@ def status(
     from agentrun.project import active_spec_name, find_project
     from agentrun.report.execution_state import load_state, state_path
     from agentrun.report.state_md import read_state_md
-    from agentrun.report.summary import STATUS_MARK, format_cost, kept_worktrees
+    from agentrun.report.summary import STATUS_MARK, format_cost, kept_worktrees, review_words
 
     out = output(json_out)
     project = find_project()
@@ -60,6 +60,7 @@ def status(
                       str(g.attempts), f"{g.usage.total:,}", escape(note))
     console.print(table)
     console.print(f"Tokens: {state.usage.total:,} · cost {format_cost(state.cost_usd)}")
+    console.print(f"Review: {escape(review_words(state))}")  # the latest, from the run record
     for ids, path, _ in kept_worktrees(state.groups.values()):
         console.print(f"Kept worktree for {', '.join(ids)}: {escape(path)}")
 

@@ -74,16 +74,43 @@ class IntegrationCheck(BaseModel):
 
 
 class ReviewRecord(BaseModel):
-    """One review of the run's merged result (at its end, or after a fix): the verdict, the
-    spec's `### Review vN` it was written as (None: the reviewer submitted no review), and
-    what the reviewer cost."""
+    """One review of the run's result (at its end, after a fix, or by `agentrun review`): the
+    verdict, the spec's `### Review vN` it was rendered as (None: the reviewer submitted no
+    review), and what the reviewer cost.
 
-    result: str  # APPROVED | CHANGES_REQUESTED
+    This record is what every command reads back (`fix`, `status`, the spec's rendering): the
+    spec's text is written from it, never parsed for it, so nothing written into the spec can
+    change what the last review said.
+    """
+
+    result: str  # APPROVED | CHANGES_REQUESTED | INCOMPLETE
     version: int | None = None
     error: str | None = None
     findings: int = 0
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float | None = 0.0
+    when: str | None = None  # "YYYY-MM-DD HH:MM", as the spec's entry shows it
+    reviewer: str = ""  # "code-reviewer (model)"
+    head: str | None = None  # the commit reviewed
+    parts: int = 1  # requests the change was shown in
+    criteria: list[str] = Field(default_factory=list)  # the criteria judged, in order
+    verdict: dict[str, Any] | None = None  # the reviewer's answer (`review.verdict.Review`)
+
+    @property
+    def judged(self) -> bool:
+        """The review gave a verdict (not an error, not incomplete)."""
+        return self.version is not None and self.result != "INCOMPLETE"
+
+    def met(self) -> list[bool] | None:
+        """Per criterion, whether this review found it met with evidence: all False when it
+        was incomplete (nothing was judged met), None when it is no review (an error)."""
+        if self.result == "INCOMPLETE":
+            return [False] * len(self.criteria)
+        if not self.judged or self.verdict is None:
+            return None
+        met = {c.get("criterion") for c in self.verdict.get("criteria") or []
+               if c.get("verdict") == "met" and str(c.get("evidence") or "").strip()}
+        return [n in met for n in range(1, len(self.criteria) + 1)]
 
 
 class RunState(BaseModel):

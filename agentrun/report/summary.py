@@ -61,12 +61,7 @@ def render_summary(state: RunState, criteria: list[str], when: str) -> str:
     lines += ["", "### Files Modified", ""]
     lines += _files(groups, "files_modified")
     lines += ["", "### Acceptance Criteria Status", ""]
-    met = {c.strip().lower(): g.id for g in groups for c in g.criteria_met}
-    for criterion in criteria:
-        by = _met_by(criterion, met)
-        lines.append(f"- [{'x' if by else ' '}] {criterion}" + (f" ({by})" if by else ""))
-    if not criteria:
-        lines.append("(the spec lists no acceptance criteria)")
+    lines += _criteria_status(state, groups, criteria)
     lines += ["", "### Deviations", ""]
     deviations = [f"- {g.id}: {inline(d)}" for g in groups for d in g.deviations]
     lines += deviations or ["None"]
@@ -76,6 +71,27 @@ def render_summary(state: RunState, criteria: list[str], when: str) -> str:
         lines += [f"- {', '.join(ids)}: {_code(path)} (branch {_code(branch)})"
                   for ids, path, branch in kept]
     return "\n".join(lines) + "\n"
+
+
+def _criteria_status(state: RunState, groups: list[GroupState],
+                     criteria: list[str]) -> list[str]:
+    """Each criterion as the latest review judged it; before any review, as the workers
+    claimed it (their claims are named as such)."""
+    if not criteria:
+        return ["(the spec lists no acceptance criteria)"]
+    last = state.reviews[-1] if state.reviews else None
+    judged = last.met() if last is not None else None
+    if last is not None and judged is not None and len(judged) == len(criteria):
+        word = f"Review v{last.version}" + ("" if last.judged else f", {last.result}")
+        return [f"- [{'x' if ok else ' '}] {criterion} ({word}: "
+                f"{'met' if ok else 'not met'})"
+                for criterion, ok in zip(criteria, judged, strict=True)]
+    met = {c.strip().lower(): g.id for g in groups for c in g.criteria_met}
+    lines = []
+    for criterion in criteria:
+        by = _met_by(criterion, met)
+        lines.append(f"- [{'x' if by else ' '}] {criterion}" + (f" ({by})" if by else ""))
+    return lines
 
 
 def kept_worktrees(groups: Iterable[GroupState]) -> list[tuple[list[str], str, str]]:
@@ -106,7 +122,8 @@ def review_words(state: RunState) -> str:
     last = state.reviews[-1]
     if last.version is None:
         return f"no review submitted — not approved ({last.error or 'no output'})"
-    return f"{last.result} (Review v{last.version}, {len(state.reviews)} review(s))"
+    said = f"{last.result} (Review v{last.version}, {len(state.reviews)} review(s))"
+    return said if last.judged else f"{said} — not approved: {last.error or 'no verdict'}"
 
 
 def _integration(state: RunState) -> list[str]:

@@ -58,8 +58,7 @@ def review_diff(root: Path, base: str, head: str, records: Iterable[str] = (), *
     between `base` and `head` changed them."""
     merged = _changed_by_merges(root, base, head)
     changes = _raw(root, base, head)
-    changed = {c.path for c in changes}
-    left_out = sorted(p for p in set(records) if p in changed and p not in merged)
+    left_out = sorted(p for p in set(records) if p not in merged)
     changes = [c for c in changes if c.path not in left_out]
     pathspec = ["--", ".", *(f":(exclude,literal){p}" for p in left_out)]
     out = ReviewDiff(left_out=left_out)
@@ -182,8 +181,8 @@ def split_diff(text: str, limit: int) -> list[str]:
         if len(whole) <= limit:
             current = whole
             continue
-        for piece in _pieces(header, body, limit):
-            parts.append(piece)
+        *full, current = _pieces(header, body, limit)  # the last piece has room for more
+        parts += full
     if current:
         parts.append(current)
     return parts

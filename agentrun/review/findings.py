@@ -1,9 +1,10 @@
-"""The open findings of a spec's last review, read back from its `## Review History`.
+"""The current verdict on a spec's run, and its open findings: read from the run's record.
 
-The spec is the record: a review written by `agentrun review`, by a run, or by SpecFlow's own
-`/sf:review` reads the same way (`**Result:**`, findings under `**Critical:**` / `**Major:**` /
-`**Minor:**` as `N. **issue**` with `- File:` and `- Fix:` lines, unmet criteria under
-`**Not Passed:**`), so `agentrun fix` works from whichever wrote it.
+The run's execution state keeps every review's full verdict (`ReviewRecord`), and the spec's
+`## Review History`, its criteria checkboxes and its Execution Summary are renderings of it.
+Nothing is read back from the spec's text: a review written there by hand, by another tool or
+by a worker's change counts for nothing here, so `agentrun fix`, `status` and every report
+show the one latest review the run recorded.
 """
 
 from __future__ import annotations
@@ -11,16 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from agentrun.review.history import SECTION
+from agentrun.report.execution_state import ReviewRecord, RunState
 from agentrun.review.verdict import ReviewResult, Severity
-from agentrun.spec.model import Spec
-
-_REVIEW = re.compile(r"^###\s+Review\s+v(\d+)\b", re.I)
-_HEADING = re.compile(r"^#{1,3}\s")
-_SEVERITY = re.compile(r"^\*\*(Critical|Major|Minor)(?:\s+Issues)?:\*\*\s*$", re.I)
-_ITEM = re.compile(r"^\d+\.\s+(?:\*\*(.+?)\*\*|(.+))\s*$")
-_DETAIL = re.compile(r"^\s+-\s+(File|Fix|Issue):\s*(.*)$", re.I)
-_NOT_PASSED = re.compile(r"^-\s+\[[✗x?\s]\]\s+(.*)$")
 
 
 @dataclass
@@ -43,10 +36,12 @@ class OpenFinding:
 
 @dataclass
 class LastReview:
-    version: int
+    version: int | None
     result: str
     findings: list[OpenFinding] = field(default_factory=list)
     not_passed: list[str] = field(default_factory=list)  # unmet criteria, as written
+    judged: bool = True  # False: the review gave no verdict (an error, or incomplete)
+    error: str | None = None
 
     @property
     def open(self) -> bool:
@@ -57,53 +52,34 @@ class LastReview:
     def files(self) -> list[str]:
         return list(dict.fromkeys(f.path for f in self.findings if f.path))
 
+    def describe(self) -> str:
+        """"Review v3 (CHANGES_REQUESTED)", or what kept it from a verdict."""
+        if self.judged:
+            return f"Review v{self.version} ({self.result})"
+        what = f"Review v{self.version} " if self.version else "the last review "
+        return f"{what}({self.result}: {self.error or 'no verdict'})"
 
-def last_review(spec: Spec) -> LastReview | None:
-    """The last `### Review vN` of the spec, or None when it has no review."""
-    section = spec.section(SECTION)
-    if section is None:
+
+def last_review(state: RunState | None) -> LastReview | None:
+    """The latest review the run recorded, or None when it has none."""
+    if state is None or not state.reviews:
         return None
-    lines = section.body.splitlines()
-    starts = [(i, int(m.group(1))) for i, line in enumerate(lines)
-              if (m := _REVIEW.match(line))]
-    if not starts:
-        return None
-    first, version = starts[-1]
-    body: list[str] = []
-    for line in lines[first + 1:]:
-        if _HEADING.match(line):
-            break
-        body.append(line)
-    return _parse(version, body)
+    return from_record(state.reviews[-1])
 
 
-def _parse(version: int, lines: list[str]) -> LastReview:
-    review = LastReview(version, "")
-    severity: str | None = None
-    in_not_passed = False
-    for line in lines:
-        stripped = line.strip()
-        if stripped.lower().startswith("**result:**"):
-            review.result = stripped[len("**result:**"):].strip().upper()
-            continue
-        if match := _SEVERITY.match(stripped):
-            severity, in_not_passed = match.group(1).lower(), False
-            continue
-        if stripped.startswith("**"):
-            severity, in_not_passed = None, stripped.lower().startswith("**not passed:**")
-            continue
-        if in_not_passed and (match := _NOT_PASSED.match(stripped)):
-            review.not_passed.append(match.group(1).strip())
-        elif severity and (match := _ITEM.match(stripped)):
-            issue = (match.group(1) or match.group(2) or "").strip()
-            review.findings.append(OpenFinding(Severity(severity), issue))
-        elif severity and review.findings and (match := _DETAIL.match(line)):
-            key, value = match.group(1).lower(), match.group(2).strip()
-            finding = review.findings[-1]
-            if key == "file":
-                finding.file = value.strip("`")
-            elif key == "fix":
-                finding.fix = value
-            else:
-                finding.issue = f"{finding.issue}: {value}"
+def from_record(record: ReviewRecord) -> LastReview:
+    review = LastReview(record.version, record.result, judged=record.judged,
+                        error=record.error)
+    if not record.judged or record.verdict is None:
+        return review
+    verdict = record.verdict
+    for finding in verdict.get("findings") or []:
+        review.findings.append(OpenFinding(Severity(finding["severity"]),
+                                           str(finding.get("issue") or ""),
+                                           str(finding.get("file") or ""),
+                                           str(finding.get("fix") or "")))
+    review.findings.sort(key=lambda f: list(Severity).index(Severity(f.severity)))
+    met = record.met() or []
+    review.not_passed = [text for text, ok in zip(record.criteria, met, strict=False)
+                         if not ok]
     return review

@@ -1,8 +1,9 @@
 """The `### Review vN (date time)` entry a review appends under `## Review History`.
 
-The shape is SpecFlow's (Result, Reviewer, Findings by severity with File/Issue/Fix, Passed
-with `[✓]` lines), so specs reviewed here read like the ones reviewed there. Everything the
-model wrote goes through `inline`: it can be shown, never open a heading or a fence.
+The entry renders the run's record of the review (`ReviewRecord`); nothing reads it back. The
+shape is SpecFlow's (Result, Reviewer, Findings by severity with File/Issue/Fix, Passed with
+`[✓]` lines), so specs reviewed here read like the ones reviewed there. Everything the model
+wrote goes through `inline`: it can be shown, never open a heading or a fence.
 """
 
 from __future__ import annotations
@@ -73,3 +74,11 @@ def render_entry(entry: ReviewEntry) -> str:
     if review.summary.strip():
         out += ["", f"**Summary:** {inline(review.summary)}"]
     return "\n".join(out)
+
+
+def render_incomplete(version: int, when: datetime, reviewer: str, reason: str) -> str:
+    """The entry of a review that could not be shown the whole change: no verdict."""
+    return "\n".join([f"### Review v{version} ({when:%Y-%m-%d %H:%M})",
+                      f"**Result:** {ReviewResult.INCOMPLETE}",
+                      f"**Reviewer:** {inline(reviewer)}", "",
+                      f"**Not reviewed:** {inline(reason)}"])

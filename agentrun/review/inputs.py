@@ -3,6 +3,7 @@ record have it (never the workers' own account of what they did)."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,11 +15,10 @@ from agentrun.gitcli import run_git
 from agentrun.project import Project
 from agentrun.report.escape import inline
 from agentrun.report.execution_state import RunState, load_state, state_path
+from agentrun.review.diff import PART_CHARS, ReviewDiff, review_diff
 from agentrun.spec.model import Spec
 
-DIFF_LIMIT = 60_000  # characters of `git diff` in the task; the reviewer reads files for more
 OUTPUT_LIMIT = 4_000  # characters of the integration check's output
-EXCLUDE = ":(exclude).specflow"  # the run's own records are not the change under review
 
 
 @dataclass
@@ -26,10 +26,9 @@ class ReviewInput:
     """The run under review and its change."""
 
     state: RunState
+    base: str  # where the run's change starts: the commit it started from
     head: str
-    diff: str
-    diff_stat: str
-    diff_cut: bool
+    diff: ReviewDiff
     deviations: list[str] = field(default_factory=list)
 
 
@@ -38,11 +37,12 @@ def _git(root: Path, *args: str) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def gather(spec: Spec, project: Project) -> ReviewInput:
-    """The last run of `spec` and its diff from the run's base commit to HEAD. BadInput when
-    there is no run to review, or its base commit is gone."""
+def gather(spec: Spec, project: Project, state: RunState | None = None) -> ReviewInput:
+    """The last run of `spec` (`state`, else its execution state) and its change, from the
+    commit the run started from to HEAD. BadInput when there is no run to review, or that
+    commit is gone."""
     path = state_path(project.execution_dir, spec.id)
-    state = load_state(path)
+    state = state or load_state(path)
     if state is None:
         raise BadInput(f"{spec.id}: no run to review: {relpath(path, project.root)} is missing "
                        "or unreadable",
@@ -51,17 +51,26 @@ def gather(spec: Spec, project: Project) -> ReviewInput:
     head = (_git(root, "rev-parse", "--verify", "HEAD^{commit}") or "").strip()
     if not head:
         raise BadInput(f"{root} has no commit to review", hint="run the spec first")
-    if _git(root, "cat-file", "-e", f"{state.base_commit}^{{commit}}") is None:
-        raise BadInput(f"{spec.id}: the run's base commit {state.base_commit[:12]} is not in "
+    base = state.start_commit or state.base_commit
+    if _git(root, "cat-file", "-e", f"{base}^{{commit}}") is None:
+        raise BadInput(f"{spec.id}: the run's base commit {base[:12]} is not in "
                        "this repository", hint="run the spec again, then review it")
-    diff = _git(root, "diff", "--no-color", "--no-ext-diff", state.base_commit, head,
-                "--", ".", EXCLUDE) or ""
-    stat = _git(root, "diff", "--stat", "--no-color", state.base_commit, head,
-                "--", ".", EXCLUDE) or ""
-    cut = len(diff) > DIFF_LIMIT
+    diff = review_diff(root, base, head, _records(root, spec, project, path))
     deviations = [f"{gid}: {inline(d)}" for gid, g in state.groups.items() for d in g.deviations]
-    return ReviewInput(state, head, diff[:DIFF_LIMIT] if cut else diff, stat.rstrip(), cut,
-                       deviations)
+    return ReviewInput(state, base, head, diff, deviations)
+
+
+def _records(root: Path, spec: Spec, project: Project, state_file: Path) -> list[str]:
+    """agentrun's own files of the run, as repository paths (a symlinked spec or STATE.md:
+    the link and its target)."""
+    found = []
+    for path in (spec.path, project.state_md, state_file):
+        for candidate in (Path(os.path.abspath(path)), Path(path).resolve()):
+            try:
+                found.append(candidate.relative_to(root).as_posix())
+            except ValueError:
+                continue
+    return sorted(set(found))
 
 
 def _body(spec: Spec, title: str) -> str:
@@ -87,20 +96,24 @@ def _integration(state: RunState) -> tuple[str, str]:
             check.output[-OUTPUT_LIMIT:].strip())
 
 
-def review_task(spec: Spec, project: Project, given: ReviewInput) -> str:
-    """The reviewer's task text (prompts/review.md)."""
+def review_task(spec: Spec, project: Project, given: ReviewInput, part: int = 1) -> str:
+    """The reviewer's task text (prompts/review.md) for part `part` of the change."""
     state = given.state
     integration, output = _integration(state)
     spec_path = relpath(spec.path, project.root)
+    parts = given.diff.parts
+    diff = parts[part - 1] if parts else ""
     return render("review", {
         "spec_id": spec.id, "spec_path": spec_path, "task": _body(spec, "Task"),
         "requirements": _body(spec, "Requirements"),
         "criteria": [inline(c.text) for c in spec.acceptance_criteria],
         "constraints": _body(spec, "Constraints"), "run_id": state.run_id,
-        "run_status": state.status, "base": state.base_commit, "head": given.head,
-        "base_short": state.base_commit[:12], "head_short": given.head[:12],
+        "run_status": state.status, "base": given.base, "head": given.head,
+        "base_short": given.base[:12], "head_short": given.head[:12],
         "deviations": given.deviations, "integration": integration,
-        "integration_output": output, "diff": given.diff, "diff_stat": given.diff_stat,
-        "diff_cut": given.diff_cut, "diff_limit": f"{DIFF_LIMIT:,}",
-        "fence": _fence(given.diff, output),
+        "integration_output": output, "diff": diff, "diff_stat": given.diff.stat,
+        "part": part, "parts": max(1, len(parts)), "left_out": given.diff.left_out,
+        # an override of this template written before the diff came in parts may name these
+        "diff_cut": False, "diff_limit": f"{PART_CHARS:,}",
+        "fence": _fence(diff, output),
     }, project.overrides_root)

@@ -20,6 +20,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 class ReviewResult(StrEnum):
     APPROVED = "APPROVED"
     CHANGES_REQUESTED = "CHANGES_REQUESTED"
+    INCOMPLETE = "INCOMPLETE"  # the change could not be shown whole (review/diff.py): no verdict
 
 
 class Judgement(StrEnum):
@@ -166,3 +167,27 @@ def decide(review: Review, criteria: int) -> ReviewResult:
     if any(f.severity in BLOCKING for f in review.findings):
         return ReviewResult.CHANGES_REQUESTED
     return ReviewResult.APPROVED
+
+
+_WORST = {Judgement.MET: 0, Judgement.CANNOT_TELL: 1, Judgement.NOT_MET: 2}
+
+
+def combine(reviews: list[Review], criteria: int) -> Review:
+    """The reviews of a change shown in several parts as one, conservatively: each criterion
+    takes its worst verdict across the parts (not met, then cannot tell, then met), with every
+    part's evidence; every finding of every part counts."""
+    if len(reviews) == 1:
+        return reviews[0]
+    verdicts: list[dict[str, Any]] = []
+    for number in range(1, criteria + 1):
+        judged = [c for r in reviews for c in r.criteria if c.criterion == number]
+        worst = max(judged, key=lambda c: _WORST[c.verdict])
+        evidence = "; ".join(f"part {n}: {c.evidence.strip()}"
+                             for n, r in enumerate(reviews, start=1) for c in r.criteria
+                             if c.criterion == number and c.evidence.strip())
+        verdicts.append({"criterion": number, "verdict": worst.verdict, "evidence": evidence})
+    summary = " ".join(f"Part {n}: {r.summary.strip()}" for n, r in enumerate(reviews, start=1)
+                       if r.summary.strip())
+    return review_model(criteria).model_validate({
+        "criteria": verdicts, "summary": summary,
+        "findings": [f.model_dump() for r in reviews for f in r.findings]})

@@ -49,7 +49,7 @@ from agentrun.review.fix import (
     render_fix_response,
 )
 from agentrun.review.reviewer import ReviewOptions, SpecReview, review_spec
-from agentrun.review.verdict import Review, ReviewResult
+from agentrun.review.verdict import ReviewResult
 from agentrun.run.backends import WorkerBackend
 from agentrun.run.execute import execute
 from agentrun.run.integration import Integration
@@ -136,11 +136,12 @@ class ReviewStep:
         host, s = self.host, self.settings
         if self._capped("the review", f"review it with `agentrun review {host.spec.id}`"):
             return False
-        host.record.save()  # the reviewer reads the run from its execution state
+        host.record.save()
         host.record.emit({"type": "review_start", "spec": host.spec.id,
                           "model": self._model()})
+        # the review records its verdict in the run's live state (saved by `_announce`)
         options = ReviewOptions(limits=s.limits, sandbox=s.sandbox, now=s.now,
-                                cancel=host.cancel, on_event=self._relay)
+                                cancel=host.cancel, on_event=self._relay, state=self.state)
         try:
             result = review_spec(host.spec.path, host.project, s.access, options)
         except Interrupted:
@@ -152,12 +153,14 @@ class ReviewStep:
             error = exc.message + (f" ({exc.hint})" if exc.hint else "")
             self._add(ReviewRecord(result=str(ReviewResult.CHANGES_REQUESTED), error=error))
             return False
-        cost = cost_usd(s.access.model, result.usage, s.pricing or None)
-        host.spending.charge(cost)
-        self._add(ReviewRecord(
-            result=str(result.result), version=result.version, error=result.error,
-            findings=len(result.review.findings) if result.review else 0, usage=result.usage,
-            cost_usd=cost), result.review)
+        if result.record is not None:  # recorded by the review itself
+            host.spending.charge(result.record.cost_usd)
+            self._announce(result.record)
+        else:  # no review submitted: nothing written, but the run keeps what it cost
+            cost = cost_usd(s.access.model, result.usage, s.pricing or None)
+            host.spending.charge(cost)
+            self._add(ReviewRecord(result=str(result.result), error=result.error,
+                                   usage=result.usage, cost_usd=cost))
         return result.result == ReviewResult.APPROVED
 
     def _model(self) -> str:
@@ -187,12 +190,16 @@ class ReviewStep:
                                "spent_usd": round(spending.spent, 6), "cap_usd": spending.cap})
         return True
 
-    def _add(self, record: ReviewRecord, review: Review | None = None) -> None:
-        """Keep a review's outcome; its event carries the reviewer's findings and criteria
-        verdicts too (the run's HTML report shows them)."""
+    def _add(self, record: ReviewRecord) -> None:
+        """Keep a review's outcome that the review itself did not record (no verdict)."""
         self.state.reviews.append(record)
-        said = {} if review is None else review.model_dump(
-            mode="json", include={"criteria", "findings", "summary"})
+        self._announce(record)
+
+    def _announce(self, record: ReviewRecord) -> None:
+        """The review's event, with the reviewer's findings and criteria verdicts (the run's
+        HTML report shows them), and the state saved."""
+        said = {k: v for k, v in (record.verdict or {}).items()
+                if k in ("criteria", "findings", "summary")}
         self.host.record.emit({"type": "review_done", "result": record.result,
                                "version": record.version, "error": record.error,
                                "tokens": record.usage.total, "cost_usd": record.cost_usd,
@@ -205,7 +212,7 @@ class ReviewStep:
         and passed its integration check (so a new review has something to look at)."""
         host, state = self.host, self.state
         spec = load_spec(host.spec.path)
-        last = last_review(spec)
+        last = last_review(state)  # the run's record, never the spec's text
         if last is None or not last.open:
             return False
         version = next_fix_version(spec.text)
@@ -283,10 +290,11 @@ def conclude_review(project: Project, spec_id: str, review: SpecReview,
     state = load_state(path)
     if state is None or state.run_id != review.run_id or not review_pending(state):
         return None
-    state.reviews.append(ReviewRecord(
-        result=str(review.result), version=review.version, error=review.error,
-        findings=len(review.review.findings) if review.review else 0, usage=review.usage,
-        cost_usd=cost_usd(review.model, review.usage, pricing) if review.model else None))
+    if review.record is None:  # no verdict (the review keeps its verdicts itself)
+        state.reviews.append(ReviewRecord(
+            result=str(review.result), version=review.version, error=review.error,
+            usage=review.usage,
+            cost_usd=cost_usd(review.model, review.usage, pricing) if review.model else None))
     if review.result == ReviewResult.APPROVED:
         state.status, state.stop_reason = RunStatus.COMPLETE, None
     else:
@@ -300,7 +308,7 @@ def conclude_review(project: Project, spec_id: str, review: SpecReview,
 
 def review_warning(state: RunState) -> str:
     last = state.reviews[-1] if state.reviews else None
-    if last is None or last.version is None:
+    if last is None or not last.judged:
         return f"{state.spec_id} was not approved: {review_words(state)}"
     return (f"Review v{last.version} of {state.spec_id} requested changes "
             f"({last.findings} finding(s)); fix them with `agentrun fix {state.spec_id}`")
@@ -328,5 +336,8 @@ def review_position(state: RunState) -> tuple[str, str, str] | None:
     if last.version is None:
         return "Complete, not approved (no review submitted)", "review", \
             f"`agentrun review {state.spec_id}`"
+    if last.result == ReviewResult.INCOMPLETE:
+        return (f"Complete, not approved (Review v{last.version} incomplete)", "review",
+                "review the change yourself: it is too large to show a reviewer whole")
     return (f"Complete, changes requested (Review v{last.version})", "review",
             f"fix the findings: `agentrun fix {state.spec_id}`")

@@ -239,6 +239,23 @@ def append_to_section(text: str, title: str, block: str) -> str:
     return _splice(text, title, _body(block, _eol(text)), replace=False)
 
 
+_BOX = re.compile(r"^([ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\[)([ xX])(\])")
+
+
+def set_checkboxes(text: str, checks: dict[int, bool]) -> str:
+    """Tick (`[x]`) or clear (`[ ]`) the task-list box of the item starting on each given line
+    (1-based, as `Criterion.line`), every other byte unchanged; a line without a box stays as
+    it is."""
+    lines = _lines(text)
+    for number, checked in checks.items():
+        index = number - 1
+        match = _BOX.match(lines[index]) if 0 <= index < len(lines) else None
+        if match is None or (match.group(2) != " ") == checked:
+            continue
+        lines[index] = match.group(1) + ("x" if checked else " ") + lines[index][match.end(2):]
+    return "".join(lines)
+
+
 def next_audit_version(text: str) -> int:
     """1 + the highest `### Audit vN` under `## Audit History` (1 when there is none)."""
     return next_version(text, "Audit History", "audit")
