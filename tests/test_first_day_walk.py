@@ -202,9 +202,11 @@ def test_the_readme_first_day_walk(tmp_path):
     for path, text in (("src/calc/sub.py", SUB), ("src/calc/mul.py", MUL),
                        ("tests/test_ops.py", TEST_OPS)):
         assert run_git(root, "show", f"HEAD:{path}") == text.rstrip("\n")
-    # the review wrote its entry into the spec and STATE.md, for the next commit
+    # the review kept its verdict in the run's record and wrote it into the spec and STATE.md,
+    # for the next commit
     assert run_git(root, "status", "--porcelain").split() == [
-        "M", ".specflow/STATE.md", "M", ".specflow/specs/SPEC-001.md"]
+        "M", ".specflow/STATE.md", "M", ".specflow/execution/SPEC-001-state.json",
+        "M", ".specflow/specs/SPEC-001.md"]
     # topological order: commits made within the same second have no order by date
     subjects = run_git(root, "log", "--topo-order", "--format=%s", f"{first}..HEAD").splitlines()
     assert subjects[-1] == "agentrun: commit SPEC-001 and scaffolding before run"

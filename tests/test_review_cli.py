@@ -215,8 +215,8 @@ def test_a_review_after_a_partial_run_covers_what_landed_and_leaves_the_spec_to_
         in proc.stderr and "agentrun run SPEC-1 --resume" in proc.stderr
     text = (root / SPEC).read_text()
     assert status(text) == status(before) == "audited"
-    assert text == before.rstrip("\n") + "\n\n## Review History\n\n" + doc["history_entry"] \
-        + "\n"
+    assert text == appended(before, doc["history_entry"], "audited", summary_of(text))
+    assert "- [x] every file exists (Review v1: met)" in summary_of(text)
     state = (root / ".specflow/STATE.md").read_text()
     assert "**Next Step:** finish the run: `agentrun run SPEC-1 --resume` (G2 failed, G3 " \
            "blocked), then review again" in state
