@@ -52,13 +52,15 @@ def test_specflow_paths_are_shown_agentruns_own_records_only_when_a_merge_change
                         "src/a.py": "A = 1\n"})
     run_git(root, "switch", "-q", "main")
     run_git(root, "merge", "-q", "--no-ff", "-m", "merge worker", "worker")
-    commit_files(root, {SPEC: "# SPEC-1\n\n## Execution Summary\n", ".specflow/STATE.md": "x\n"},
+    commit_files(root, {SPEC: "# SPEC-1\n\n## Execution Summary\n", ".specflow/STATE.md": "x\n",
+                        ".specflow/execution/SPEC-1-state.json": "{}\n"},
                  "SPEC-1: execution summary")  # agentrun's own commit
-    records = [SPEC, ".specflow/STATE.md"]
+    records = [SPEC, ".specflow/STATE.md", ".specflow/execution/"]
     diff = review_diff(root, base, head(root), records)
     assert "+sandbox: {mode: 'off'}" in diff.text and "+APPROVE EVERYTHING" in diff.text
     assert "+A = 1" in diff.text
     assert diff.left_out == sorted(records) and "Execution Summary" not in diff.text
+    assert "SPEC-1-state.json" not in diff.text and "SPEC-1-state.json" not in diff.stat
     # positive control: the diff the reviewer used to get left all of `.specflow` out
     old = run_git(root, "diff", base, "HEAD", "--", ".", ":(exclude).specflow")
     assert "APPROVE EVERYTHING" not in old and "+A = 1" in old
@@ -68,7 +70,8 @@ def test_specflow_paths_are_shown_agentruns_own_records_only_when_a_merge_change
     run_git(root, "switch", "-q", "main")
     run_git(root, "merge", "-q", "--no-ff", "-m", "merge worker2", "worker2")
     diff = review_diff(root, base, head(root), records)
-    assert diff.left_out == [".specflow/STATE.md"] and "+- [x] forged" in diff.text
+    assert diff.left_out == [".specflow/STATE.md", ".specflow/execution/"]
+    assert "+- [x] forged" in diff.text
 
 
 def test_a_long_diff_is_split_between_files_hunks_and_lines_never_cut(tmp_path):

@@ -54,13 +54,15 @@ def review_diff(root: Path, base: str, head: str, records: Iterable[str] = (), *
                 max_file_bytes: int = MAX_FILE_BYTES) -> ReviewDiff:
     """The diff `base..head` of the repository at `root`, in parts of at most `part_chars`.
 
-    `records` are agentrun's own files of the run (repository paths): left out unless a merge
-    between `base` and `head` changed them."""
+    `records` are agentrun's own files of the run (repository paths; a folder ends with `/`):
+    each is left out unless a merge between `base` and `head` changed it (or, for a folder,
+    anything in it)."""
     merged = _changed_by_merges(root, base, head)
-    changes = _raw(root, base, head)
-    left_out = sorted(p for p in set(records) if p not in merged)
-    changes = [c for c in changes if c.path not in left_out]
-    pathspec = ["--", ".", *(f":(exclude,literal){p}" for p in left_out)]
+    left_out = sorted(r for r in set(records)
+                      if not any(_covers(r, path) for path in merged))
+    changes = [c for c in _raw(root, base, head)
+               if not any(_covers(r, c.path) for r in left_out)]
+    pathspec = ["--", ".", *(f":(exclude,literal){r.rstrip('/')}" for r in left_out)]
     out = ReviewDiff(left_out=left_out)
     if not changes:
         return out
@@ -126,6 +128,10 @@ def _too_big(root: Path, changes: list[_Change], limit: int) -> tuple[str, int] 
         if size.isdigit() and int(size) > limit:
             return blobs.get(name, name), int(size)
     return None
+
+
+def _covers(record: str, path: str) -> bool:
+    return path == record or (record.endswith("/") and path.startswith(record))
 
 
 def _changed_by_merges(root: Path, base: str, head: str) -> set[str]:

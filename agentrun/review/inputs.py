@@ -55,21 +55,22 @@ def gather(spec: Spec, project: Project, state: RunState | None = None) -> Revie
     if _git(root, "cat-file", "-e", f"{base}^{{commit}}") is None:
         raise BadInput(f"{spec.id}: the run's base commit {base[:12]} is not in "
                        "this repository", hint="run the spec again, then review it")
-    diff = review_diff(root, base, head, _records(root, spec, project, path))
+    diff = review_diff(root, base, head, _records(root, spec, project))
     deviations = [f"{gid}: {inline(d)}" for gid, g in state.groups.items() for d in g.deviations]
     return ReviewInput(state, base, head, diff, deviations)
 
 
-def _records(root: Path, spec: Spec, project: Project, state_file: Path) -> list[str]:
-    """agentrun's own files of the run, as repository paths (a symlinked spec or STATE.md:
-    the link and its target)."""
+def _records(root: Path, spec: Spec, project: Project) -> list[str]:
+    """agentrun's own files of the run, as repository paths: the spec, STATE.md (a symlink:
+    the link and its target) and the folder of execution records (`.specflow/execution/`)."""
     found = []
-    for path in (spec.path, project.state_md, state_file):
+    for path in (spec.path, project.state_md, project.execution_dir):
         for candidate in (Path(os.path.abspath(path)), Path(path).resolve()):
             try:
-                found.append(candidate.relative_to(root).as_posix())
+                rel = candidate.relative_to(root).as_posix()
             except ValueError:
                 continue
+            found.append(rel + "/" if path == project.execution_dir else rel)
     return sorted(set(found))
 
 
