@@ -63,9 +63,10 @@ _NO_SPACE_TEXTS = ("No space left on device", "Out of diskspace", "Disk quota ex
                    "File too large")
 
 
-class NoSpace(CannotStart):
-    """A file could not be written for want of space (exit 3). Writes are atomic, so a file
-    still holds its previous version, and a run can be resumed once space is free."""
+class NoSpace(BadInput):
+    """A file could not be written for want of space (exit 2, as for a checkout that cannot be
+    written: the user must make room). Writes are atomic, so a file still holds its previous
+    version, and a run can be resumed once space is free."""
 
     def __init__(self, path: str | None, needed: int | None = None, *,
                  detail: str | None = None) -> None:

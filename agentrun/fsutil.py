@@ -79,7 +79,7 @@ def read_text_exact(path: Path) -> str:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` (or a symlink's target) via a temp file beside it and an atomic
-    rename. A full disk is NoSpace (exit 3) naming the file; the old version stays intact."""
+    rename. A full disk is NoSpace (exit 2) naming the file; the old version stays intact."""
     link = Path(path)
     path = write_target(link)
     repo = _repo_of(link.parent) if path != link else None

@@ -2,7 +2,7 @@
 filler file takes the space, and agentrun meets ENOSPC wherever it happens to write.
 
 Whatever write fails, the user sees one line naming the file (and the space needed where it is
-known), exit 3, no traceback; the checkpoint is never left saying `running`; and once the
+known), exit 2, no traceback; the checkpoint is never left saying `running`; and once the
 filler is gone the run goes on (`--resume`, or afresh when it never started).
 """
 
@@ -69,7 +69,7 @@ def result(out: Path, n: int) -> tuple[int, str]:
 
 
 def assert_no_space(code: int, err: str, *words: str) -> None:
-    assert code == 3, err
+    assert code == 2, err
     assert "Traceback" not in err and "internal error" not in err, err
     assert "error: no space left on device" in err, err
     for word in words:

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success · 1 work failed, partial or blocked (or audit found critical issues)"
-    " · 2 bad input (usage, invalid spec, cycle) · 3 could not start (no model, not a git repo,"
+    " · 2 bad input (usage, invalid spec, cycle; a checkout that cannot be written: read-only,"
+    " no permission, full disk; a model endpoint that does not answer or refuses the key)"
+    " · 3 could not start (no model, not a git repo,"
     " dirty tree, run lock held) · 130 interrupted."
 )
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}  # inherited by every command
