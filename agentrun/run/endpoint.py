@@ -29,7 +29,9 @@ TIMEOUT_S = 5.0
 DEFAULT_URLS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
 MODELS_PATH = {"anthropic": "/v1/models", "openai": "/models"}
 ANTHROPIC_VERSION = "2023-06-01"
-REFUSED = (401, 403, 407)  # the key (or the proxy's credentials) was not accepted
+# the key (or the proxy's credentials) was not accepted; a 403 is not among them: a key
+# restricted to some endpoints may not list the models, yet make the calls a run needs
+REFUSED = (401, 407)
 
 
 class EndpointUnusable(BadInput):
