@@ -78,6 +78,18 @@ class AuditConfig(_Section):
     total_context_max: float | None = Field(None, gt=0, le=1)
 
 
+class SandboxLimits(_Section):
+    """`sandbox: limits:` — what a sandboxed command may take: the largest file it may write,
+    how many processes and threads may run in its sandbox at once, and the memory each of its
+    processes may allocate (MB; 0: no limit; memory by default half the machine's, at least
+    2 GiB). Far above what a test suite needs; a runaway command fails instead of filling the
+    disk or the memory of the machine the orchestrator runs on."""
+
+    file_size_mb: int = Field(4096, ge=0)
+    processes: int = Field(4096, ge=0)
+    memory_mb: int | None = Field(None, ge=0)
+
+
 class SandboxConfig(_Section):
     """`sandbox:` — how model-issued commands are confined (README "Sandbox")."""
 
@@ -85,6 +97,7 @@ class SandboxConfig(_Section):
     network: bool = False  # let commands reach the network (package installs)
     setup_network: bool = False  # let `setup_command` reach the network (nothing else)
     home_allow: list[str] = Field(default_factory=list)  # paths under home shown read-only
+    limits: SandboxLimits = Field(default_factory=SandboxLimits)
 
 
 class ModelPrice(_Section):

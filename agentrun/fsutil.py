@@ -77,6 +77,21 @@ def read_text_exact(path: Path) -> str:
     return Path(path).read_bytes().decode("utf-8")
 
 
+class TooLarge(ValueError):
+    """A file is larger than its reader takes."""
+
+
+def read_capped(path: Path, limit: int) -> bytes:
+    """A file's bytes, if it has at most `limit` of them; else `TooLarge`. For files another
+    process wrote (a worker's result, a file of a worker's branch): reading one whole could
+    take the orchestrator's memory."""
+    with open(path, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(f"{relpath(path)} is larger than {limit:,} bytes")
+    return data
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` (or a symlink's target) via a temp file beside it and an atomic
     rename. A full disk is NoSpace (exit 2) naming the file; the old version stays intact."""

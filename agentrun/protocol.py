@@ -19,11 +19,15 @@ from agentrun.config import (
     DEFAULT_RETRIES,
     DEFAULT_TOKEN_BUDGET,
     DEFAULT_WORKER_TIMEOUT_S,
+    SandboxLimits,
 )
 from agentrun.errors import BadInput
-from agentrun.fsutil import atomic_write_text
+from agentrun.fsutil import TooLarge, atomic_write_text, read_capped
 from agentrun.providers.base import Usage
 from agentrun.providers.urls import public_url
+
+# a worker's result file is read back by the orchestrator: no more than this
+MAX_RESULT_BYTES = 16 * 1024 * 1024
 
 
 class Status(StrEnum):
@@ -140,6 +144,7 @@ class SandboxSettings(BaseModel):
     mode: Literal["auto", "on", "off"] = "auto"
     network: bool = False
     home_allow: list[str] = Field(default_factory=list)
+    limits: SandboxLimits = Field(default_factory=SandboxLimits)
 
 
 class SetupSettings(BaseModel):
@@ -283,11 +288,14 @@ class WorkerResult(Work):
     def read_with_extras(cls, path: Path) -> tuple[WorkerResult, dict[str, Any]]:
         """The result and the file's whole JSON object (CI jobs add spec, base commit, ...)."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_capped(Path(path), MAX_RESULT_BYTES).decode("utf-8")
         except FileNotFoundError:
             raise ValueError(f"no result file at {path}") from None
         except UnicodeDecodeError:
             raise ValueError(f"result file {path} is not UTF-8 text") from None
+        except TooLarge:
+            raise ValueError(f"result file {path} is larger than {MAX_RESULT_BYTES:,} "
+                             "bytes") from None
         except OSError as exc:
             raise ValueError(f"cannot read result file {path}: {exc.strerror or exc}") from None
         try:

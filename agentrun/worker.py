@@ -64,6 +64,7 @@ def worker_sandbox(assignment: Assignment, progress: _Progress) -> Sandbox | Age
                                        network=settings.network or cli is not None,
                                        home_allow=tuple(settings.home_allow),
                                        writable_paths=(cli.config_dir(),) if cli else (),
+                                       limits=settings.limits,
                                        on_spawn=progress.spawned)
     except AgentrunError as exc:
         return exc

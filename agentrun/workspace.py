@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +21,7 @@ from pathlib import Path
 from agentrun.errors import AgentrunError, CannotStart
 from agentrun.gitcli import GitError, git, identity_env, run_git, split_z
 from agentrun.gitlock import RunLock, git_common_dir, worktree_lock
+from agentrun.removal import remove_tree
 
 __all__ = [
     "GitError", "MergeResult", "RunLock", "Worktree", "branch_exists", "changed_files",
@@ -265,14 +264,7 @@ def remove_worktree(root: Path, wt: Worktree, *, delete_branch: bool = True) -> 
 
 
 def _delete_tree(path: Path) -> None:
-    def writable_then_retry(func, name: str, _exc) -> None:  # a directory made read-only
-        os.chmod(os.path.dirname(name), 0o700)
-        func(name)
-
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=writable_then_retry)
-    else:
-        shutil.rmtree(path, onerror=writable_then_retry)
+    remove_tree(path)  # a worker's tree: any depth, any permissions (agentrun/removal.py)
 
 
 # --- commits ---------------------------------------------------------------------------------

@@ -126,7 +126,7 @@ def prepare_worktree(setup: SetupSettings, worktree: Path, sandbox: SandboxSetti
         shared = (Path(setup.cache_dir),)
     box, _choice = make_sandbox(sandbox.mode, worktree, network=setup.network,
                                 home_allow=tuple(sandbox.home_allow), on_spawn=on_spawn,
-                                writable_paths=shared)
+                                writable_paths=shared, limits=sandbox.limits)
     env, secrets = scrubbed_env(policy, worktree=worktree)
     env.update(cache_env(setup.cache_dir))
     try:

@@ -276,6 +276,8 @@ class FakeModelServer:
         self.requests: list[RecordedRequest] = []
         self.preflights: list[RecordedRequest] = []  # GET /v1/models
         self.models_reply: Response | None = None  # None: a list of one model
+        # every request line that arrived, any method or target: (method, target, Host header)
+        self.seen: list[tuple[str, str, str | None]] = []
         self._queue: deque[Response] = deque()
         self._lock = threading.Lock()
         self._counter = 0
@@ -363,6 +365,12 @@ def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet tests
             pass
+
+        def parse_request(self) -> bool:
+            ok = super().parse_request()
+            if ok:
+                server.seen.append((self.command, self.path, self.headers.get("host")))
+            return ok
 
         def do_HEAD(self) -> None:  # noqa: N802 - a client's connectivity check
             self.send_response(200)

@@ -18,6 +18,7 @@ def status(
 
     from agentrun.errors import BadInput
     from agentrun.project import active_spec_name, find_project
+    from agentrun.protocol import RunStatus
     from agentrun.report.execution_state import load_state, state_path
     from agentrun.report.state_md import read_state_md
     from agentrun.report.summary import STATUS_MARK, format_cost, kept_worktrees, review_words
@@ -34,6 +35,12 @@ def status(
     state = load_state(state_path(project.execution_dir, spec_id)) if spec_id else None
     if spec is not None and state is None and not project.resolve_spec(spec).exists():
         _unknown(project, spec)
+    orphaned = state is not None and state.orphaned
+    if state is not None and orphaned:  # killed before it could record its end
+        state.status = RunStatus.INTERRUPTED
+        state.warnings.append(f"the process that ran {state.run_id} is gone without recording "
+                              f"how the run ended (killed): `agentrun run {spec_id} --resume` "
+                              "continues it")
     if out.mode == "json":
         out.json({"ok": True, "project": str(project.root), "active_spec": active,
                   "spec": spec_id, "last_run": state.to_dict() if state else None})
@@ -50,6 +57,8 @@ def status(
     console.print(f"Last run of {escape(spec_id)}: {state.run_id} — [bold]{state.status}"
                   f"[/bold] ({state.mode}, started {state.started}, finished "
                   f"{state.finished or '—'})")
+    if orphaned:
+        console.print(escape(state.warnings[-1]))
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("Group", "Wave", "Status", "Commits", "Attempts", "Tokens", "Note"):
         table.add_column(col)

@@ -249,7 +249,7 @@ def _as_config(settings):
     from agentrun.config import SandboxConfig
 
     return SandboxConfig(mode=settings.mode, network=settings.network,
-                         home_allow=list(settings.home_allow))
+                         home_allow=list(settings.home_allow), limits=settings.limits)
 
 
 def _switch(root: Path, branch: str, base: str) -> None:

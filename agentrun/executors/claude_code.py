@@ -27,7 +27,7 @@ from agentrun.executors import headless
 from agentrun.executors.base import AgentTask, Attempt
 from agentrun.executors.guard import CliGuard
 from agentrun.executors.headless import Cli
-from agentrun.executors.keyproxy import KeyProxy
+from agentrun.executors.keyproxy import ANTHROPIC, KeyProxy
 from agentrun.protocol import StopReason
 from agentrun.providers.base import Usage
 from agentrun.sandbox.base import Sandbox
@@ -91,13 +91,10 @@ class _Stream(headless.CliStream):
         turn = _usage(message.get("usage")) if new_reply else Usage()
         self.replies.add(message.get("id"))
         self.spent = self.spent + turn
-        if self.guard is not None:
-            self.guard.charge(turn)
-        # a reply's first block ends its model call (which began at `began`)
-        call = {"started": round(self.began, 3)} if new_reply else {}
+        # the tokens, and when each model call began and ended: the key proxy's `Meter` says
+        # (and charges them to the guard), for every call that went through it
         self.emit({"type": "step", "step": self.steps, "tool": tools[0] if tools else None,
-                   "tokens": self.spent.total, "usage": turn.to_dict(),
-                   "worker_usage": self.spent.to_dict(), "group": self.group, **call})
+                   "group": self.group})
 
     def _tool_results(self, message: dict[str, Any]) -> None:
         for block in message.get("content") or []:
@@ -142,7 +139,9 @@ class ClaudeCodeExecutor(headless.CliExecutor):
     def run_attempt(self, task: AgentTask, attempt: Attempt) -> AttemptOutcome:
         attempt.before_write()  # the CLI may write from its first moment
         guard = CliGuard(task.limits, attempt.budget, self.sandbox, attempt.transcript.record)
-        with KeyProxy(self.upstream, self.key, gate=guard.before_call) as proxy:
+        meter = headless.Meter(attempt.on_event or (lambda e: None), task.group, guard.charge)
+        with KeyProxy(self.upstream, self.key, ANTHROPIC, gate=guard.before_call,
+                      on_usage=meter.add, log=attempt.transcript.record) as proxy:
             stream, stop = self._run(task, attempt, proxy, attempt.text, None, guard)
             stop = stop or _out_of_turns(stream, task, guard) or _refused(stream, guard)
             report = _report(stream)
@@ -155,7 +154,7 @@ class ClaudeCodeExecutor(headless.CliExecutor):
                 stream = _merged(stream, again)
                 stop = stop or _out_of_turns(stream, task, guard)
                 report = _report(again)
-        usage = guard.settle(self._usage(stream))
+        usage = guard.settle(self._usage(stream))  # beyond the metered calls: the CLI's total
         return headless.outcome(stream, report, stop, usage, guard.error)
 
     def _run(self, task: AgentTask, attempt: Attempt, proxy: KeyProxy, prompt: str,

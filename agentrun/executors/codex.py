@@ -30,7 +30,7 @@ from agentrun.executors import headless
 from agentrun.executors.base import AgentTask, Attempt
 from agentrun.executors.guard import CliGuard
 from agentrun.executors.headless import Cli
-from agentrun.executors.keyproxy import KeyProxy
+from agentrun.executors.keyproxy import OPENAI, KeyProxy
 from agentrun.protocol import StopReason
 from agentrun.providers.base import Usage
 from agentrun.sandbox.base import Sandbox
@@ -111,7 +111,7 @@ class _Stream(headless.CliStream):
             self.observation = str(item.get("aggregated_output") or "")[:2000]
             self.wrote = self.wrote or kind in WRITE_ITEMS
             self.steps += 1
-            self._emit(TOOL_ITEMS[kind], Usage())
+            self._emit(TOOL_ITEMS[kind])
             code = item.get("exit_code")
             failed = item.get("status") == "failed" or (
                 isinstance(code, int) and not isinstance(code, bool) and code != 0)
@@ -129,16 +129,12 @@ class _Stream(headless.CliStream):
         turn = _less(total, before) if total.total >= before.total else total
         self.spent = self.spent + turn
         self.turns += 1
-        # Codex tells tokens per turn, not per model call: the turn is the call's span
-        self._emit(None, turn, started=self.began)
-        if self.guard is not None:
-            self.guard.charge(turn)
+        self._emit(None)  # (its tokens: the key proxy's meter charged each call)
 
-    def _emit(self, tool: str | None, turn: Usage, started: float | None = None) -> None:
-        call = {} if started is None else {"started": round(started, 3)}
-        self.emit({"type": "step", "step": self.steps, "tool": tool,
-                   "tokens": self.spent.total, "usage": turn.to_dict(),
-                   "worker_usage": self.spent.to_dict(), "group": self.group, **call})
+    def _emit(self, tool: str | None) -> None:
+        # the tokens, and when each model call began and ended: the key proxy's `Meter` says
+        # (and charges them to the guard), for every call that went through it
+        self.emit({"type": "step", "step": self.steps, "tool": tool, "group": self.group})
 
 
 class CodexExecutor(headless.CliExecutor):
@@ -149,7 +145,9 @@ class CodexExecutor(headless.CliExecutor):
     def run_attempt(self, task: AgentTask, attempt: Attempt) -> AttemptOutcome:
         attempt.before_write()  # the CLI may write from its first moment
         guard = CliGuard(task.limits, attempt.budget, self.sandbox, attempt.transcript.record)
-        with KeyProxy(self.upstream, self.key, bearer=True, gate=guard.before_call) as proxy:
+        meter = headless.Meter(attempt.on_event or (lambda e: None), task.group, guard.charge)
+        with KeyProxy(self.upstream, self.key, OPENAI, gate=guard.before_call,
+                      on_usage=meter.add, log=attempt.transcript.record) as proxy:
             stream, stop = self._run(task, attempt, proxy, attempt.text, None, Usage(), guard)
             spent = stream.spent
             report = _report(stream)
@@ -162,7 +160,7 @@ class CodexExecutor(headless.CliExecutor):
                 again.steps += stream.steps
                 again.wrote = again.wrote or stream.wrote
                 spent, stream, report = spent + again.spent, again, _report(again)
-        spent = guard.settle(spent)
+        spent = guard.settle(spent)  # beyond the metered calls: what the CLI reported
         return headless.outcome(stream, report, stop, spent, guard.error)
 
     def _run(self, task: AgentTask, attempt: Attempt, proxy: KeyProxy, prompt: str,

@@ -122,6 +122,28 @@ def find_cli(exe: str, product: str, install: str, minimum: tuple[int, int, int]
     return Cli(str(Path(path).resolve()), match.group(0))
 
 
+class Meter:
+    """What an attempt's model calls cost, as its key proxy read each answer: the attempt's
+    spend, including calls its CLI did not report (a command's with the proxy's token). Each
+    call is charged to the worker's limits (`charge`: guard.py) and sent on as a progress
+    `step` with its usage and when it began, which the run's spending cap sums as it comes and
+    the run's report draws; the CLI's own events carry neither, so nothing counts twice."""
+
+    def __init__(self, emit: Callable[[dict[str, Any]], None], group: str,
+                 charge: Callable[[Usage], None] = lambda _usage: None) -> None:
+        self.emit, self.group, self.charge = emit, group, charge
+        self.total = Usage()
+        self._lock = threading.Lock()
+
+    def add(self, call: Usage, started: float) -> None:
+        with self._lock:
+            self.total = total = self.total + call
+        self.emit({"type": "step", "tokens": total.total, "usage": call.to_dict(),
+                   "worker_usage": total.to_dict(), "group": self.group,
+                   "started": round(started, 3)})
+        self.charge(call)
+
+
 class CancelWatcher:
     """Stops the CLI when the worker is told to stop (the sandbox call itself blocks)."""
 

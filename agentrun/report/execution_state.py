@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentrun.errors import BadInput
 from agentrun.fsutil import atomic_write_json
+from agentrun.processes import alive
 from agentrun.protocol import RunStatus, Status, StopReason, Work
 from agentrun.providers.base import Usage
 
@@ -148,6 +149,15 @@ class RunState(BaseModel):
     # each group's task as this run was given it (spec/fingerprint.py): a resume reuses a
     # group's finished work only while its fingerprint is the same
     fingerprints: dict[str, str] = Field(default_factory=dict)
+    # `pid:start` of the process running it (agentrun/processes.py): a `running` run whose
+    # process is gone was killed before it could say so (None: between CI jobs)
+    process: str | None = None
+
+    @property
+    def orphaned(self) -> bool:
+        """`running`, but the process that ran it is gone: it was interrupted."""
+        return self.status == RunStatus.RUNNING and self.process is not None \
+            and alive(self.process) is False
 
     @property
     def usage(self) -> Usage:

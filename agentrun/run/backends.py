@@ -19,6 +19,7 @@ from typing import Protocol
 
 from agentrun.fsutil import atomic_write_json
 from agentrun.plan import Batch
+from agentrun.processes import start_time
 from agentrun.protocol import Assignment, Status, StopReason, WorkerResult
 from agentrun.run import pool
 from agentrun.run.record import EventSink
@@ -26,6 +27,7 @@ from agentrun.run.verify import Delivery
 from agentrun.worker import run_assignment
 
 STOP_GRACE_S = 5.0  # after SIGTERM, how long a worker may take to save its result
+PROGRESS_CHUNK = 1024 * 1024  # of a worker's progress file read at once
 _MAX_ANCESTRY = 64  # how far up the parent chain a command's process may be from its worker
 
 # makes a batch's worktree and assignment (and marks its groups running) from a base commit
@@ -68,21 +70,10 @@ def assignment_file(assignment: Assignment) -> Path:
 PID_FILE = "worker.pid"
 
 
-def _start_time(pid: int) -> str | None:
-    """When process `pid` started (clock ticks since boot), to tell it from a later process
-    that reuses its pid; None when there is no such process."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rfind(")") + 2:].split()
-    return fields[19] if len(fields) > 19 else None
-
-
 def note_worker(record_dir: Path, pid: int | None) -> None:
     """Remember a worker process (pid and start time) in its orchestrator-owned directory, so
     a resume after this run was killed can find it — and only it."""
-    started = _start_time(pid) if pid else None
+    started = start_time(pid) if pid else None
     if pid and started:
         atomic_write_json(record_dir / PID_FILE, {"pid": pid, "start": started})
 
@@ -94,7 +85,7 @@ def worker_pid(record_dir: Path) -> int | None:
         pid, started = int(data["pid"]), str(data["start"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return pid if pid > 1 and _start_time(pid) == started else None
+    return pid if pid > 1 and start_time(pid) == started else None
 
 
 def delivery(assignment: Assignment, result: WorkerResult) -> Delivery:
@@ -167,6 +158,7 @@ class ProcessHandle:
         self.cancel = cancel
         self.emit = emit
         self.offset = 0
+        self.skipping = False  # in the middle of a progress line too long to relay
         self.commands: set[int] = set()  # process groups of the commands it runs (checked)
 
     def poll(self) -> bool:
@@ -203,17 +195,24 @@ class ProcessHandle:
         self.commands = set()
 
     def relay_progress(self) -> None:
-        """Pass on the complete lines the worker added to its progress file."""
+        """Pass on the complete lines the worker added to its progress file, at most
+        `PROGRESS_CHUNK` bytes of them a poll (a line longer than that is skipped)."""
         path = Path(self.assignment.progress_path or "")
         if not self.assignment.progress_path or not path.exists():
             return
         with open(path, "rb") as fh:
             fh.seek(self.offset)
-            chunk = fh.read()
+            chunk = fh.read(PROGRESS_CHUNK)
         end = chunk.rfind(b"\n")
         if end < 0:
+            if len(chunk) == PROGRESS_CHUNK:  # a line longer than a chunk: skipped
+                self.offset += len(chunk)
+                self.skipping = True
             return
-        for raw in chunk[:end].splitlines():
+        lines = chunk[:end].split(b"\n")
+        if self.skipping:  # the end of the overlong line
+            lines, self.skipping = lines[1:], False
+        for raw in lines:
             try:
                 event = json.loads(raw)
             except ValueError:

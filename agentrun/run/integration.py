@@ -58,7 +58,7 @@ def sandbox_factory(settings: SandboxSettings) -> SandboxFactory:
     around each check's worktree."""
     def make(worktree: Path) -> Sandbox:
         return make_sandbox(settings.mode, worktree, network=settings.network,
-                            home_allow=tuple(settings.home_allow))[0]
+                            home_allow=tuple(settings.home_allow), limits=settings.limits)[0]
 
     return make
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-import shutil
 from pathlib import Path
 
 from agentrun import workspace
+from agentrun.removal import remove_tree
 from agentrun.run.record import RESERVE_NAME
 from agentrun.tools.environment import discard_stale_homes
 
@@ -52,7 +52,8 @@ def sweep(root: Path, runs_dir: Path, current: str | None = None) -> list[str]:
         for folder in (run / "worktrees", run / "integration"):
             for aside in sorted(folder.glob(f".*{workspace.REMOVING}*")) \
                     if folder.is_dir() else []:
-                shutil.rmtree(aside, ignore_errors=True)
+                with contextlib.suppress(OSError):  # a worker's tree: any depth (removal.py)
+                    remove_tree(aside)
                 removed.append(str(aside))
     removed += _checks(root, runs_dir, current)
     discard_stale_homes()

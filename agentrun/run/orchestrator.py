@@ -14,8 +14,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentrun import workspace
-from agentrun.errors import CannotStart, NoSpace, no_space
+from agentrun import processes, workspace
+from agentrun.errors import AgentrunError, CannotStart, NoSpace, no_space
 from agentrun.fsutil import relpath, remove_stale_temps
 from agentrun.plan import Batch, Plan, Wave
 from agentrun.project import Project
@@ -123,6 +123,7 @@ class Orchestrator:
     def run(self) -> RunState:
         with self.session(load_state(self.state_file) if self.options.resume else None):
             self.begin(self.initial_state())
+            self.state.process = processes.token()  # whose end readers may check for
             try:
                 return self._run_waves()
             except Exception as exc:
@@ -177,6 +178,13 @@ class Orchestrator:
                     self.record.emit({"type": "committed", "commit": commit, "paths": own,
                                       "message": commit_message(self.spec, self.root, own)})
                 yield
+            except BaseException as exc:
+                # a run this process recorded as running says how it ended (a refusal before
+                # its first checkpoint, such as a failing base, recorded nothing to correct)
+                if self.record.saved and self._state is not None \
+                        and self._state.finished is None:
+                    self._stopped(f"stopped: {_described(exc)}")
+                raise
             finally:
                 self.record.close_events()
                 discard_private_home()  # the integration checks' and the reviewer's
@@ -374,21 +382,35 @@ class Orchestrator:
         """The disk filled up: the checkpoint and STATE.md say the run stopped, if that still
         fits; else the last checkpoint saved stands (whole: every write is atomic), and
         `--resume` reconciles it with the merges in git, as after a kill."""
-        self.cancel.set()
         self.record.release_reserve()
-        state = self.state
-        scheduler.settle(state, interrupted=True)
-        state.status, state.finished = RunStatus.INTERRUPTED, now_text()
-        state.warnings.append(f"stopped: {error.message}")
-        progress, position = scheduler.final_position(state, interrupted=True)
         error.hint = (f"free some space on that disk, then `agentrun run {self.spec.id} "
                       "--resume`" if self.state_file.exists() else
                       "free some space on that disk, then run again")
-        with contextlib.suppress(NoSpace):
+        self._stopped(f"stopped: {error.message}",
+                      f"free disk space, then `agentrun run {self.spec.id} --resume`")
+
+    def _stopped(self, why: str, next_step: str | None = None) -> None:
+        """The run ends here, by an error rather than by its own end: it is `interrupted`
+        (its unfinished groups too, for `--resume`), saying why, in the checkpoint, STATE.md
+        and the run record — as far as each can still be written (every write is atomic:
+        else the last one stands)."""
+        self.cancel.set()
+        state = self.state
+        scheduler.settle(state, interrupted=True)
+        state.status, state.finished = RunStatus.INTERRUPTED, now_text()
+        state.warnings.append(why)
+        progress, position = scheduler.final_position(state, interrupted=True)
+        with contextlib.suppress(Exception):
             save_state(self.state_file, state)
+        with contextlib.suppress(Exception):
             self.record.update_state_md(
                 status=position, progress=progress, when=state.finished,
-                next_step=f"free disk space, then `agentrun run {self.spec.id} --resume`")
+                next_step=next_step or f"inspect, then `agentrun run {self.spec.id} --resume`")
+        with contextlib.suppress(Exception):
+            self.record.write_result()
+        with contextlib.suppress(Exception):
+            self.record.emit({"type": "run_done", "status": state.status,
+                              "run_dir": str(self.run_dir), "error": why})
 
     def prepare(self, batch: Batch, base: str) -> Assignment:
         """A local worker's worktree, branch and assignment file; its groups now run."""
@@ -523,3 +545,14 @@ class Orchestrator:
                           "cost_usd": state.cost_usd,
                           **({"report": str(report)} if report else {})})
         return state
+
+
+def _described(exc: BaseException) -> str:
+    """An error that ended a run, in a line."""
+    if isinstance(exc, AgentrunError):
+        return exc.message
+    if isinstance(exc, KeyboardInterrupt | SystemExit) or any(  # or a prompt's end of input
+            c.__name__ == "Abort" and c.__module__.startswith("click")
+            for c in type(exc).__mro__):
+        return "interrupted"
+    return f"internal error: {type(exc).__name__}: {exc}"

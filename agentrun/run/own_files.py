@@ -14,7 +14,7 @@ from pathlib import Path
 
 from agentrun import workspace
 from agentrun.config import CONFIG_FILE
-from agentrun.fsutil import relpath
+from agentrun.fsutil import read_capped, relpath
 from agentrun.project import Project
 from agentrun.spec.model import Spec
 
@@ -26,6 +26,7 @@ GITIGNORE_FOLDERS = (".venv/", "venv/", "node_modules/", "__pycache__/", ".pytes
 GITIGNORE_ENTRIES = (GITIGNORE_ENTRY, *GITIGNORE_FOLDERS)
 # never part of the commit: the run's own records
 _RECORDS = (".specflow/runs/", ".specflow/execution/")
+_MAX_GITIGNORE = 1024 * 1024
 
 
 def own_changes(root: Path, project: Project, spec: Spec) -> list[str]:
@@ -44,11 +45,16 @@ def own_changes(root: Path, project: Project, spec: Spec) -> list[str]:
 
 
 def _only_our_entry(root: Path, rel: str) -> bool:
-    before = workspace.git("show", f"HEAD:{rel}", cwd=root, check=False)
+    """Whether the file differs from HEAD's only by our entry (either side far larger than
+    a .gitignore is not read: it is not)."""
     try:
-        now = (root / rel).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        now = read_capped(root / rel, _MAX_GITIGNORE).decode("utf-8")
+    except (OSError, ValueError):
         return False
+    size = workspace.git("cat-file", "-s", f"HEAD:{rel}", cwd=root, check=False)
+    if size.isdigit() and int(size) > _MAX_GITIGNORE:
+        return False
+    before = workspace.git("show", f"HEAD:{rel}", cwd=root, check=False) if size else ""
     return _without_entry(now) == _without_entry(before)
 
 

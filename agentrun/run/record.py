@@ -76,6 +76,7 @@ class Recorder:
         # wave's jobs read it from the commit)
         self.force_state = False
         self.written: list[Path] = []  # the plan's files and landed record (agentrun/formats/)
+        self.saved = False  # this process has written the run's checkpoint
         self._events: IO[str] | None = None
 
     # -- events -----------------------------------------------------------------------------
@@ -119,6 +120,7 @@ class Recorder:
         STATE.md's Execution Status too."""
         assert self.state is not None
         save_state(self.state_file, self.state)
+        self.saved = True
         if progress or status:
             self.update_state_md(status=status, progress=progress, when=now_text())
 

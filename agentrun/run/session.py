@@ -112,8 +112,9 @@ def run_lock(root: Path, run_id: str) -> Iterator[None]:
 @contextlib.contextmanager
 def cancel_on_signals(cancel: threading.Event,
                       on_interrupt: Callable[[str], None]) -> Iterator[None]:
-    """SIGINT and SIGTERM set `cancel` (once) and are reported by name; the previous
-    handlers come back afterwards. Off the main thread the caller handles signals."""
+    """SIGINT, SIGTERM and SIGHUP (the terminal closed) set `cancel` (once) and are reported
+    by name, so that the run ends as interrupted and says so; the previous handlers come back
+    afterwards. Off the main thread the caller handles signals."""
     def handle(signum: int, _frame: object) -> None:
         if cancel.is_set():
             return
@@ -121,7 +122,7 @@ def cancel_on_signals(cancel: threading.Event,
         on_interrupt(signal.Signals(signum).name)
 
     previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         try:
             previous[sig] = signal.signal(sig, handle)
         except ValueError:  # not the main thread

@@ -15,12 +15,19 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agentrun.config import SandboxLimits
 from agentrun.errors import BadInput, CannotStart
 from agentrun.gitcli import git
 from agentrun.protocol import SandboxSettings
 from agentrun.sandbox.base import Sandbox, SpawnListener
 from agentrun.sandbox.bubblewrap import BwrapSandbox
-from agentrun.sandbox.bwrap import INSTALL_HINT, Jail, bwrap_executable, unavailable_reason
+from agentrun.sandbox.bwrap import (
+    INSTALL_HINT,
+    Jail,
+    Limits,
+    bwrap_executable,
+    unavailable_reason,
+)
 from agentrun.sandbox.local import LocalSandbox
 
 if TYPE_CHECKING:
@@ -66,19 +73,34 @@ def choose(mode: str) -> SandboxChoice:
 
 def make_sandbox(mode: str, worktree: Path, *, network: bool = False,
                  home_allow: tuple[str, ...] = (), writable: bool = True,
-                 writable_paths: tuple[Path, ...] = (),
+                 writable_paths: tuple[Path, ...] = (), limits: SandboxLimits | None = None,
                  on_spawn: SpawnListener | None = None) -> tuple[Sandbox, SandboxChoice]:
     """The sandbox for the commands run in `worktree` (read-only unless `writable`; plus
-    `writable_paths` outside it: a CLI's config, a run's package caches), and the choice it
-    stands for."""
+    `writable_paths` outside it: a CLI's config, a run's package caches), within `limits`
+    (None: the defaults), and the choice it stands for."""
     choice = choose(mode)
     if not choice.confined:  # confined means bwrap was found and works
         return LocalSandbox(on_spawn=on_spawn), choice
     exe = bwrap_executable() or "bwrap"
     jail = Jail(worktree=worktree, git_dir=git_common_dir(worktree), writable=writable,
                 network=network, home_allow=tuple(Path(p).expanduser() for p in home_allow),
-                path_env=os.environ.get("PATH", ""), writable_paths=writable_paths)
+                path_env=os.environ.get("PATH", ""), writable_paths=writable_paths,
+                limits=resource_limits(limits or SandboxLimits()))
     return BwrapSandbox(jail, exe, on_spawn=on_spawn), choice
+
+
+def resource_limits(limits: SandboxLimits) -> Limits:
+    """The `sandbox: limits:` setting in bytes and processes (memory by default half the
+    machine's, at least 2 GiB)."""
+    mb = 1024 * 1024
+    memory = limits.memory_mb
+    if memory is None:
+        try:
+            memory = max(2048, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // mb // 2)
+        except (ValueError, OSError):
+            memory = 0
+    return Limits(file_size=limits.file_size_mb * mb, processes=limits.processes,
+                  memory=memory * mb)
 
 
 def git_common_dir(worktree: Path) -> Path | None:
@@ -100,5 +122,5 @@ def resolve(flag_mode: str | None, allow_network: bool,
     choice = choose(mode)
     settings = SandboxSettings(mode=SandboxMode.ON if choice.confined else SandboxMode.OFF,
                                network=allow_network or config.network,
-                               home_allow=list(config.home_allow))
+                               home_allow=list(config.home_allow), limits=config.limits)
     return settings, choice

@@ -10,15 +10,16 @@ output that echoes one is redacted.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from agentrun.layout import import_env
+from agentrun.removal import remove_tree
 from agentrun.secrets import is_secret_name
 from agentrun.tools.base import CommandPolicy
 from agentrun.tools.redaction import REDACTED as REDACTED  # re-exported for callers
@@ -64,7 +65,8 @@ def discard_private_home() -> None:
     """Remove this process's private HOME, if one was made (a worker's last act): whatever
     commands left there goes with it, and the next command gets a fresh one."""
     if private_home.cache_info().currsize:
-        shutil.rmtree(private_home(), ignore_errors=True)
+        with contextlib.suppress(OSError):  # what commands left there: any depth
+            remove_tree(private_home())
         private_home.cache_clear()
 
 
@@ -82,7 +84,8 @@ def discard_stale_homes() -> list[str]:
             continue
         if match is None or not mine or _alive(int(match.group(1))):
             continue
-        shutil.rmtree(path, ignore_errors=True)
+        with contextlib.suppress(OSError):  # what commands left there: any depth
+            remove_tree(path)
         removed.append(str(path))
     return removed
 
