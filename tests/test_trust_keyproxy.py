@@ -87,7 +87,7 @@ def test_a_refused_route_is_refused_only_because_of_the_allow_list():
     request the Anthropic one refuses, to the upstream, with the real key."""
     listing = Api("listing", (Route("GET", "/v1/models", metered=False),))
     with FakeModelServer() as server:
-        for api, expected in ((listing, 501), (ANTHROPIC, 403)):  # the fake answers no GET
+        for api, expected in ((listing, 200), (ANTHROPIC, 403)):
             with KeyProxy(server.anthropic_base_url, KEY, api) as proxy:
                 status, _ = send(proxy, "GET /v1/models HTTP/1.1")
             assert status == expected
@@ -208,9 +208,11 @@ def test_a_command_holding_the_token_reaches_only_the_model_and_pays_for_it(tmp_
     assert len(side) == 1 and side[0].headers["x-api-key"] == API_KEY
     said = json.dumps([r.body for r in server.requests])
     assert "side 200 models 403 absolute 403" in said  # what the command saw
-    # nothing else reached the server
-    assert {(m, t.split("?")[0]) for m, t, _ in server.seen} <= {("POST", "/v1/messages"),
-                                                                  ("HEAD", "/")}
+    # nothing else reached the server (but the run's own check of the endpoint, before it)
+    assert {(m, t.split("?")[0]) for m, t, _ in server.seen} <= {
+        ("POST", "/v1/messages"), ("HEAD", "/"), ("GET", "/v1/models")}
+    assert [t.split("?")[0] for m, t, _ in server.seen if m == "GET"] == \
+        [r.path for r in server.preflights]
     assert not [h for _, _, h in server.seen if h and "evil" in h]
     # its tokens are the run's: in the group's usage, and in the live progress events
     assert group["usage"]["input_tokens"] >= SIDE_USAGE["input_tokens"] + 100
