@@ -155,7 +155,7 @@ def test_a_sandboxed_command_cannot_reach_the_forkserver(tmp_path, scratch, wher
 
 DEEP = ("python3 -c \"import os\nfor _ in range(3000):\n    os.mkdir('d'); os.chdir('d')\n"
         "open('leaf.txt', 'w').write('x')\"")
-BIG_MB = 160  # a file of the worker's, larger than the orchestrator may ever hold
+BIG_MB = 128  # a file of the worker's, larger than the orchestrator may ever hold
 ALLOC = ("python3 -c \"\ntry:\n    print('allocated', len(bytearray(400 << 20)))\n"
          "except MemoryError:\n    print('allocation refused')\"")
 
