@@ -196,6 +196,8 @@ class Assignment(BaseModel):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     executor: Executor = "builtin"  # who works in the worktree: our loop or a coding-agent CLI
     setup: SetupSettings | None = None
+    # the W3C traceparent of the group's span, when the run is traced (agentrun/telemetry/)
+    trace_parent: str | None = None
 
     @property
     def group_ids(self) -> list[str]:

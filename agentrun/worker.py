@@ -15,10 +15,11 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentrun import workspace
+from agentrun import telemetry, workspace
 from agentrun.agent.allowance import Allowance
 from agentrun.agent.definitions import load_agent
 from agentrun.agent.prompts import render_worker_assignment
@@ -76,6 +77,12 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
              progress: _Progress, sandbox: Sandbox | AgentrunError) -> WorkerResult:
     started = time.monotonic()
     worktree = Path(assignment.worktree)
+    trace = telemetry.worker_trace(assignment.trace_parent, batch=assignment.batch,
+                                   provider=assignment.provider.provider,
+                                   model=assignment.provider.model,
+                                   executor=assignment.executor)
+    if trace is not None:  # the worker's spans, from its progress events
+        progress.listeners.append(trace.on_event)
     try:
         if isinstance(sandbox, AgentrunError):  # commands must not run less confined than asked
             raise sandbox
@@ -223,12 +230,16 @@ class _Progress:
     def __init__(self, path: str | None) -> None:
         self._fh = open(path, "a", encoding="utf-8", buffering=1) if path else None  # noqa: SIM115
         self._lock = threading.Lock()
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []  # e.g. the worker's trace
 
     def emit(self, event: dict[str, Any]) -> None:
-        line = json.dumps({"t": round(time.time(), 3), **event}, default=str) + "\n"
+        stamped = {"t": round(time.time(), 3), **event}
+        line = json.dumps(stamped, default=str) + "\n"
         with self._lock:
             if self._fh is not None:
                 self._fh.write(line)
+            for listener in self.listeners:
+                listener(stamped)
 
     def spawned(self, event: str, pgid: int) -> None:
         """A command's process group started or ended ("spawn" / "spawn_end")."""

@@ -19,6 +19,7 @@ import pytest
 from clirun import agentrun
 from fake_model_server import Error, FakeModelServer, RecordedRequest, Reply
 from gitutil import init_repo, run_git
+from otlp_receiver import OtlpReceiver
 from runkit import STATE_MD, spec_text
 
 CACHE = Path(os.environ.get("AGENTRUN_TEST_CLAUDE_CACHE")
@@ -102,18 +103,19 @@ class CliModel:
 
 
 def run(root: Path, server: FakeModelServer, claude_dir: Path | None, *extra: str,
-        executor: str | None = "claude-code"):
+        executor: str | None = "claude-code", env: dict[str, str] | None = None):
     """`agentrun run` of the fixture spec; `executor=None` leaves the choice to the config."""
     chosen = ["--executor", executor] if executor else []
     return agentrun("run", SPEC, *chosen, "--provider", "anthropic",
                     "--model", "claude-sonnet-4-6", "--yes", "--json", "--no-review", *extra,
-                    env=env_for(server, claude_dir), cwd=root, timeout=400)
+                    env={**env_for(server, claude_dir), **(env or {})}, cwd=root, timeout=400)
 
 
 def test_claude_code_workers_run_an_orchestrated_spec(tmp_path, claude_bin):
     root = make_project(tmp_path / "project")
-    with FakeModelServer(responder=CliModel()) as server:
-        proc = run(root, server, claude_bin, "--events", str(tmp_path / "events.ndjson"))
+    with FakeModelServer(responder=CliModel()) as server, OtlpReceiver() as collector:
+        proc = run(root, server, claude_bin, "--events", str(tmp_path / "events.ndjson"),
+                   env={"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint})
     assert proc.returncode == 0, proc.stderr
     result = proc.json
     assert result["status"] == "complete"
@@ -141,6 +143,22 @@ def test_claude_code_workers_run_an_orchestrated_spec(tmp_path, claude_bin):
     written = [p for d in (".specflow/runs", ".specflow/execution") for p in
                (root / d).rglob("*") if p.is_file()]
     assert [str(p) for p in written if API_KEY.encode() in p.read_bytes()] == []
+    # the run's trace goes on in each worker: the CLI's model calls (read from its stream,
+    # with their tokens) and tool calls are spans of its attempt, under the group's span
+    spans = {s.span_id: s for s in collector.spans}
+    assert {s.trace_id for s in spans.values()} == {result["trace_id"]}
+    for gid in ("G1", "G2", "G3"):
+        group = next(s for s in spans.values() if s.name == f"group {gid}")
+        attempt = next(s for s in spans.values() if s.parent_id == group.span_id)
+        assert attempt.name.startswith("invoke_agent") and \
+            attempt["agentrun.executor"] == "claude-code"
+        inside = [s for s in spans.values() if s.parent_id == attempt.span_id]
+        calls = [s for s in inside if s.name.startswith("chat")]
+        assert {c["gen_ai.provider.name"] for c in calls} == {"anthropic"}
+        assert sum(c["gen_ai.usage.input_tokens"] for c in calls) == \
+            result["groups"][gid]["usage"]["input_tokens"]
+        assert [s["gen_ai.tool.name"] for s in inside if s.name.startswith("execute_tool")] \
+            == ["Write"]
 
 
 def test_a_missing_result_gets_one_follow_up_in_the_same_session(tmp_path, claude_bin):

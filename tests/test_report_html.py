@@ -1,15 +1,20 @@
 """The run's HTML report: one real run (three groups in two waves, a failed attempt retried,
 integration checks, a review with findings) writes `report.html` into its record; parsed, it
 has every part, loads nothing from outside, and shows the untrusted text of models and file
-names as text. `agentrun report` finds it, and writes it for a run that wrote none."""
+names as text. `agentrun report` finds it, and writes it for a run that wrote none.
+
+The same run is traced to a collector that is not there (a closed port): it ends as it would
+untraced, at once, with one warning."""
 
 from __future__ import annotations
 
 import json
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 
 from clirun import agentrun
+from otlp_receiver import closed_port
 from runkit import make_project, scripted, spec_text, submit, writes
 from test_review_cli import met, review_turn
 
@@ -84,11 +89,20 @@ def test_a_run_writes_a_self_contained_report_with_every_part(tmp_path):
               "fix": "remove it"}], summary=f"Mostly fine {XSS}"),
             "usage": {"input_tokens": 3000, "output_tokens": 200}}]}}
     root = make_project(tmp_path / "p", "SPEC-7", spec_text("SPEC-7", GROUPS), script)
-    proc = agentrun("run", "SPEC-7", *scripted("--validate", "true", review=True), cwd=root)
+    dead = closed_port()
+    proc = agentrun("run", "SPEC-7", *scripted("--validate", "true", review=True), cwd=root,
+                    env={"OTEL_EXPORTER_OTLP_ENDPOINT": dead,
+                         "OTEL_EXPORTER_OTLP_TIMEOUT": "30"})  # waiting it out: 30 s
+    exited = time.time()
     assert proc.returncode == 1, proc.stderr
     doc = proc.json
     assert (doc["status"], doc["stop_reason"]) == ("partial", "review")
     run_dir = Path(doc["run_dir"])
+    # the dead collector: one warning, no wait (the run's end to the process's exit)
+    assert proc.stderr.count("warning: traces not exported") == 1, proc.stderr
+    assert f"traces not exported to {dead}/v1/traces" in proc.stderr and doc["trace_id"]
+    run_done = json.loads((run_dir / "events.ndjson").read_text().splitlines()[-1])
+    assert run_done["type"] == "run_done" and exited - run_done["t"] < 10
     path = run_dir / "report.html"
     text = path.read_text(encoding="utf-8")
     page = Page(text)

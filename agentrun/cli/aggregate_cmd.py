@@ -134,6 +134,10 @@ def aggregate(
         done = run_aggregate(project, parsed, plan, results, options, remote=remote,
                              allow_missing=allow_missing, on_event=on_event)
     state, code = done.state, done.exit_code
+    from agentrun import telemetry
+
+    for problem in telemetry.problems():  # tracing's trouble, said once: the run went on
+        out.warn(problem)
     if github_output:
         made = workspace.head_commit(root)
         write_outputs({"status": str(state.status), **({"commit": made} if made != head else {})})

@@ -315,6 +315,10 @@ def _execute(spec_arg: str | None, out, opts: dict[str, Any], events) -> int:
             from agentrun.run import pool
 
             pool.shut_down()
+    from agentrun import telemetry
+
+    for problem in telemetry.problems():  # tracing's trouble, said once: the run went on
+        out.warn(problem)
     report_run(out, state, orchestrator, sandbox_choice.describe())
     publish_reports(out, state, spec, opts["junit"])
     if state.status == "interrupted":
@@ -394,6 +398,11 @@ def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
     console.print(f"State: {escape(str(orchestrator.project.state_md))}, "
                   f"{escape(str(orchestrator.state_file))}")
     console.print(f"Run record: {escape(str(orchestrator.run_dir))}")
+    report = orchestrator.run_dir / "report.html"
+    if report.is_file():
+        console.print(f"Report: {escape(str(report))}")
+    if state.trace_id:
+        console.print(f"Trace: {state.trace_id}")
     for ids, path, branch in kept_worktrees(state.groups.values()):
         console.print(f"Kept worktree for {', '.join(ids)}: {escape(path)} "
                       f"(branch {escape(branch)})")

@@ -149,6 +149,8 @@ class RunState(BaseModel):
     # each group's task as this run was given it (spec/fingerprint.py): a resume reuses a
     # group's finished work only while its fingerprint is the same
     fingerprints: dict[str, str] = Field(default_factory=dict)
+    # the run's OpenTelemetry trace, when it was traced (agentrun/telemetry/)
+    trace_id: str | None = None
     # `pid:start` of the process running it (agentrun/processes.py): a `running` run whose
     # process is gone was killed before it could say so (None: between CI jobs)
     process: str | None = None

@@ -130,6 +130,8 @@ def run_summary_markdown(state: RunState, title: str = "",
                      f"{g.usage.total:,} | {cost} | {_cell(note)} |")
     counts = ", ".join(f"{n} {s}" for s, n in sorted(state.counts().items()))
     lines += ["", f"**Result:** {state.status} ({counts})"]
+    if state.trace_id:
+        lines += ["", f"**Trace:** `{_cell(state.trace_id)}` (OpenTelemetry trace id)"]
     if state.finished:
         lines += ["", f"**Review:** {_cell(review_words(state))}"]
     if state.warnings:

@@ -427,6 +427,7 @@ def _pause(orch: Orchestrator, wave: Wave) -> RunState:
         when=when, next_step=f"CI: run wave {nxt.label}'s worker jobs on this commit, then "
                              f"`agentrun aggregate {state.spec_path}` with their results")
     orch.record.write_result()
+    orch.record.write_html()  # this wave's report (the CI artifact agentrun-report-waveN)
     orch.record.commit_report(f"{orch.spec.id}: wave {wave.label} aggregated "
                               f"(run {orch.run_id})")
     orch.record.emit({"type": "wave_aggregated", "wave": wave.label, "next_wave": nxt.label})

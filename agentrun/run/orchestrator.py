@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentrun import processes, workspace
+from agentrun import processes, telemetry, workspace
 from agentrun.errors import AgentrunError, CannotStart, NoSpace, no_space
 from agentrun.fsutil import relpath, remove_stale_temps
 from agentrun.plan import Batch, Plan, Wave
@@ -80,8 +80,10 @@ class Orchestrator:
         self.run_id = run_id or new_run_id()
         self.run_dir = project.runs_dir / self.run_id
         self.state_file = state_path(project.execution_dir, spec.id)
+        # the run's trace, when the environment asks for one: a consumer of its events
+        self.trace = telemetry.run_trace(self.run_id, spec.id, plan.mode)
         self.record = Recorder(project, spec, plan.mode, self.run_id, self.run_dir,
-                               self.state_file, on_event)
+                               self.state_file, telemetry.tee(on_event, self.trace))
         self.schedule = scheduler.Schedule(spec)
         self.setup = options.setup and options.setup.model_copy(
             update={"cache_dir": str(self.run_dir / "cache")})  # shared by the run's worktrees
@@ -187,12 +189,16 @@ class Orchestrator:
                 raise
             finally:
                 self.record.close_events()
+                if self.trace is not None:  # ended by run_done, else here: unfinished
+                    self.trace.close()
                 discard_private_home()  # the integration checks' and the reviewer's
                 discard_stale_homes()  # workers killed on the way (a timeout, Ctrl-C)
 
     def begin(self, state: RunState) -> None:
         state.warnings.extend(n for n in self.notes if n not in state.warnings)
         self._state = state
+        if self.trace is not None:
+            state.trace_id = self.trace.trace_id
         # agents and prompts: the run's start commit's, whatever the working tree holds now
         self.project.start_at(state.start_commit or state.base_commit)
         self.record.state = state
@@ -409,6 +415,8 @@ class Orchestrator:
         with contextlib.suppress(Exception):
             self.record.write_result()
         with contextlib.suppress(Exception):
+            self.record.write_html(control_dir(self.root, self.run_id))
+        with contextlib.suppress(Exception):
             self.record.emit({"type": "run_done", "status": state.status,
                               "run_dir": str(self.run_dir), "error": why})
 
@@ -429,6 +437,8 @@ class Orchestrator:
         if batch.id in self.fix_groups:  # a fix batch's group is not in the spec
             assignment.groups = [self.fix_groups[batch.id]]
         assignment.setup = self.setup
+        if self.trace is not None:  # the worker continues the group's span
+            assignment.trace_parent = self.trace.parent_for(batch.id)
         if self.integration.base_fails:  # every worker's own check would fail: merges judge
             assignment.validation_command = None
         if self.spending.cap is not None:  # its share of the cap, before it can spend

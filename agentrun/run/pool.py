@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentrun import telemetry
 from agentrun.providers.catalog import preload_modules
 from agentrun.worker import process_main
 
@@ -39,7 +40,8 @@ def _make_context(provider: str):
             else "spawn"
         ctx = multiprocessing.get_context(method)
         if method == "forkserver":
-            preload = ["agentrun.preload", *preload_modules(provider)]
+            preload = ["agentrun.preload", *preload_modules(provider),
+                       *telemetry.preload_modules()]  # tracing on: its SDK too
             ctx.set_forkserver_preload(preload)
         _CONTEXT = ctx
     return _CONTEXT

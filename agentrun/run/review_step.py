@@ -138,7 +138,7 @@ class ReviewStep:
             return False
         host.record.save()
         host.record.emit({"type": "review_start", "spec": host.spec.id,
-                          "model": self._model()})
+                          "model": self._model(), "provider": self._provider()})
         # the review records its verdict in the run's live state (saved by `_announce`)
         options = ReviewOptions(limits=s.limits, sandbox=s.sandbox, now=s.now,
                                 cancel=host.cancel, on_event=self._relay, state=self.state)
@@ -167,6 +167,12 @@ class ReviewStep:
         try:
             return self.settings.access.model
         except AgentrunError:  # no model: the review says so when it starts
+            return ""
+
+    def _provider(self) -> str:
+        try:
+            return str(getattr(self.settings.access.config(), "provider", "") or "")
+        except AgentrunError:
             return ""
 
     def _relay(self, event: dict[str, Any]) -> None:

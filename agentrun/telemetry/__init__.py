@@ -1,0 +1,106 @@
+"""OpenTelemetry traces of a run, when the environment asks for them.
+
+Off unless a standard variable is set — `OTEL_EXPORTER_OTLP_ENDPOINT`,
+`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_TRACES_EXPORTER` (`none` and
+`OTEL_SDK_DISABLED=true` keep it off) — and then it needs the `otel` extra
+(`pip install 'agentrun-specflow[otel]'`). This module imports nothing of OpenTelemetry: a run
+without the variables pays nothing, and `agentrun --help` never loads it.
+
+Tracing consumes the run's events; it adds no bookkeeping of its own. The orchestrator's
+`RunTrace` turns the run's events into the root span, the base check, waves, groups, merges,
+integration checks and the review (with the reviewer's model and tool calls); each worker's
+`WorkerTrace` turns the worker's progress events into its attempts, model calls and tool calls,
+under its group's span, whose W3C `traceparent` the worker gets in its assignment. Spans go out
+in the background (spans.py, export.py); a collector that is down or slow costs a bounded wait
+and one warning (`problems`), never the run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentrun.telemetry.spans import RunTrace, WorkerTrace
+
+Event = dict[str, Any]
+EXTRA_HINT = "pip install 'agentrun-specflow[otel]'"
+_PROBLEMS: list[str] = []  # what went wrong with tracing in this process, said once each
+
+
+def configured(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the environment asks for traces."""
+    env = os.environ if env is None else env
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter == "none":
+        return False
+    return bool(exporter or env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+                or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip())
+
+
+def note_problem(message: str) -> None:
+    if message not in _PROBLEMS:
+        _PROBLEMS.append(message)
+
+
+def problems() -> list[str]:
+    """What kept traces from being exported in this process (each once), for the command to
+    say as warnings; the run itself goes on regardless."""
+    export = sys.modules.get("agentrun.telemetry.export")  # loaded only when tracing ran
+    found = [*_PROBLEMS, *(export.problems() if export is not None else [])]
+    return list(dict.fromkeys(found))
+
+
+def _spans() -> Any | None:
+    """The spans module, or None (with one problem said) when the extra is missing."""
+    try:
+        from agentrun.telemetry import spans
+    except ImportError as exc:
+        note_problem(f"tracing is configured (OTEL_* variables) but OpenTelemetry is not "
+                     f"installed ({exc.name or exc}): the run is not traced; {EXTRA_HINT}")
+        return None
+    return spans
+
+
+def run_trace(run_id: str, spec_id: str, mode: str) -> RunTrace | None:
+    """The orchestrator's trace of one run, or None when tracing is off (or cannot be)."""
+    if not configured():
+        return None
+    spans = _spans()
+    return spans.RunTrace(run_id, spec_id, mode) if spans else None
+
+
+def worker_trace(traceparent: str | None, *, batch: str, provider: str, model: str,
+                 executor: str) -> WorkerTrace | None:
+    """A worker's trace, continuing the run's at `traceparent`; None when there is nothing to
+    continue or tracing is off."""
+    if not traceparent or not configured():
+        return None
+    spans = _spans()
+    if spans is None:
+        return None
+    return spans.WorkerTrace(traceparent, batch=batch, provider=provider, model=model,
+                             executor=executor)
+
+
+def tee(sink: Callable[[Event], None] | None, trace: RunTrace | None
+        ) -> Callable[[Event], None] | None:
+    """`sink`, with `trace` shown every event first (a trace never breaks the run)."""
+    if trace is None:
+        return sink
+
+    def both(event: Event) -> None:
+        trace.on_event(event)
+        if sink is not None:
+            sink(event)
+
+    return both
+
+
+def preload_modules() -> list[str]:
+    """What a worker process needs imported before it starts, when tracing is on."""
+    return ["agentrun.telemetry.spans"] if configured() else []

@@ -1,0 +1,310 @@
+"""The run's events as spans (GenAI semantic conventions for model and tool calls).
+
+`RunTrace` consumes the orchestrator's events: the run (root), the base check, each wave, each
+group's worker (from the moment its worktree is made to its verified result), each merge,
+integration check, fix and the review, with the reviewer's model and tool calls. `WorkerTrace`
+consumes a worker's progress events, in the worker's process: each attempt, model call, tool
+call, validation and set-up, as children of the group's span. Spans that other spans hang
+under start when their start event comes; the others are made when they end, from the start
+time the event carries (`started`), so no span waits on anything but the event stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from agentrun.telemetry.export import WORKER_FLUSH_S, pipeline
+
+Event = dict[str, Any]
+FAILED = {"failed", "aborted", "error", "interrupted", "blocked"}
+# the provider a coding-agent CLI calls (its own model calls, read from its stream)
+CLI_PROVIDER = {"claude-code": "anthropic", "codex": "openai"}
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+def ns(seconds: Any) -> int | None:
+    """Epoch seconds (an event's `t` or `started`) as nanoseconds; None if not a number."""
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool):
+        return int(seconds * 1e9)
+    return None
+
+
+def _attrs(**values: Any) -> dict[str, Any]:
+    """Span attributes without the missing ones (text cut to a sane length)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, str):
+            value = value[:1000]
+        elif isinstance(value, list | tuple):
+            value = [str(v)[:200] for v in value][:50]
+        elif not isinstance(value, bool | int | float):
+            value = str(value)[:1000]
+        out[key.replace("__", ".")] = value
+    return out
+
+
+def _usage(event: Event) -> dict[str, Any]:
+    usage = event.get("usage") if isinstance(event.get("usage"), dict) else {}
+
+    def count(name: str) -> int | None:
+        value = usage.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    return {"gen_ai.usage.input_tokens": count("input_tokens"),
+            "gen_ai.usage.output_tokens": count("output_tokens"),
+            "gen_ai.usage.cache_read.input_tokens": count("cache_read_tokens"),
+            "gen_ai.usage.cache_creation.input_tokens": count("cache_write_tokens")}
+
+
+class _Spans:
+    """What both traces share: the tracer, open spans by key, and spans made whole."""
+
+    def __init__(self) -> None:
+        self.pipe = pipeline()
+        self.tracer = self.pipe.tracer
+        self.open: dict[tuple[str, ...], Span] = {}
+
+    def start(self, key: tuple[str, ...], name: str, parent: Span | Context | None,
+              when: Any = None, kind: SpanKind = SpanKind.INTERNAL, **attrs: Any) -> Span:
+        context = parent if isinstance(parent, Context) or parent is None else \
+            trace.set_span_in_context(parent)
+        span = self.tracer.start_span(name, context=context, kind=kind,
+                                      attributes=_attrs(**attrs),
+                                      start_time=ns(when) or time.time_ns())
+        self.open[key] = span
+        return span
+
+    def end(self, key: tuple[str, ...], when: Any = None, failed: bool | None = None,
+            why: str | None = None, **attrs: Any) -> Span | None:
+        span = self.open.pop(key, None)
+        if span is None:
+            return None
+        span.set_attributes(_attrs(**attrs))
+        if failed is not None:
+            span.set_status(Status(StatusCode.ERROR, (why or "")[:300]) if failed
+                            else Status(StatusCode.OK))
+        span.end(end_time=ns(when) or time.time_ns())
+        return span
+
+    def whole(self, name: str, parent: Span | Context | None, event: Event,
+              kind: SpanKind = SpanKind.INTERNAL, failed: bool | None = None,
+              **attrs: Any) -> None:
+        """A span that ended at the event's `t`, begun at its `started`."""
+        end = ns(event.get("t")) or time.time_ns()
+        begin = ns(event.get("started")) or end
+        key = ("whole", name, str(id(event)))
+        self.start(key, name, parent, begin / 1e9, kind, **attrs)
+        self.end(key, max(begin, end) / 1e9, failed)
+
+    def close_all(self, failed: bool = False) -> None:
+        for key in sorted(self.open, key=len, reverse=True):  # children before parents
+            self.end(key, failed=True if failed else None, why="ended unfinished")
+
+
+def _chat(spans: _Spans, parent: Span | Context | None, event: Event, provider: str,
+          model: str, **attrs: Any) -> None:
+    """One model call (`gen_ai.operation.name` chat)."""
+    spans.whole(f"chat {model}".strip(), parent, event, SpanKind.CLIENT,
+                gen_ai__operation__name="chat", gen_ai__system=provider,
+                gen_ai__provider__name=provider, gen_ai__request__model=model,
+                **_usage(event), **attrs)
+
+
+def _tool(spans: _Spans, parent: Span | Context | None, event: Event) -> None:
+    name = str(event.get("name") or "tool")
+    spans.whole(f"execute_tool {name}", parent, event, failed=event.get("error") is True,
+                gen_ai__operation__name="execute_tool", gen_ai__tool__name=name)
+
+
+class RunTrace(_Spans):
+    """The orchestrator's side: one trace per run, its root the run itself."""
+
+    def __init__(self, run_id: str, spec_id: str, mode: str) -> None:
+        super().__init__()
+        self.root = self.start(("run",), f"agentrun run {spec_id}", None,
+                               agentrun__run_id=run_id, agentrun__spec=spec_id,
+                               agentrun__mode=mode)
+        self.trace_id = format(self.root.get_span_context().trace_id, "032x")
+        self.waves: dict[str, Span] = {}
+        self.model = ""  # the reviewer's
+        self.provider = ""
+        self.closed = False
+
+    def parent_for(self, batch: str) -> str:
+        """The W3C traceparent of `batch`'s group span (started now, if not yet), which its
+        worker continues."""
+        span = self.open.get(("group", batch)) or self._group(batch, None)
+        carrier: dict[str, str] = {}
+        _PROPAGATOR.inject(carrier, trace.set_span_in_context(span))
+        return carrier.get("traceparent", "")
+
+    def _group(self, batch: str, event: Event | None) -> Span:
+        wave = next(reversed(self.waves.values()), None) if self.waves else None
+        return self.start(("group", batch), f"group {batch}", wave or self.root,
+                          (event or {}).get("t"), agentrun__batch=batch,
+                          agentrun__groups=(event or {}).get("groups"))
+
+    def on_event(self, e: Event) -> None:
+        with contextlib.suppress(Exception):  # a trace must never break the run
+            self._on(e)
+
+    def _on(self, e: Event) -> None:
+        kind, t = e.get("type"), e.get("t")
+        batch = str(e.get("batch") or "")
+        wave = str(e.get("wave") or "")
+        if kind == "base_check_start":
+            self.start(("base",), "base check", self.root, t,
+                       agentrun__command=e.get("command"), agentrun__commit=e.get("commit"))
+        elif kind == "base_check_done":
+            self.end(("base",), t, failed=e.get("ok") is not True)
+        elif kind == "run_start":
+            self.root.set_attributes(_attrs(agentrun__waves=e.get("waves"),
+                                            agentrun__sandbox=e.get("sandbox")))
+        elif kind == "wave_start":
+            self.waves[wave] = self.start(("wave", wave), f"wave {wave}", self.root, t,
+                                          agentrun__wave=wave,
+                                          agentrun__batches=e.get("batches"))
+        elif kind == "wave_done":
+            failed = e.get("failed") or []
+            self.end(("wave", wave), t, failed=bool(failed), why=f"failed: {failed}",
+                     agentrun__failed=failed)
+        elif kind == "worker_start":
+            span = self.open.get(("group", batch)) or self._group(batch, e)
+            span.set_attributes(_attrs(agentrun__groups=e.get("groups"),
+                                       agentrun__branch=e.get("branch")))
+        elif kind == "worker_result":
+            status = str(e.get("status") or "")
+            self.end(("group", batch), t, failed=status in FAILED, why=e.get("error"),
+                     agentrun__status=status, agentrun__stop_reason=e.get("stop_reason"),
+                     agentrun__cost_usd=e.get("cost_usd"), agentrun__tokens=e.get("tokens"),
+                     agentrun__commits=e.get("commits"), agentrun__error=e.get("error"))
+        elif kind in ("merged", "merge_conflict"):
+            parent = next(reversed(self.waves.values()), None) if self.waves else None
+            self.whole("merge", parent or self.root, e, failed=kind != "merged",
+                       agentrun__batch=batch, agentrun__commit=e.get("commit"),
+                       agentrun__conflicts=e.get("conflicts"))
+        elif kind == "integration_start":
+            self.start(("check", wave), "integration check",
+                       self.waves.get(wave) or self.root, t, agentrun__wave=wave,
+                       agentrun__command=e.get("command"), agentrun__commit=e.get("commit"))
+        elif kind in ("integration_passed", "integration_failed"):
+            self.end(("check", wave), t, failed=kind == "integration_failed",
+                     agentrun__culprits=[" + ".join(map(str, c)) for c in
+                                         e.get("culprits") or [] if isinstance(c, list)])
+        elif kind == "review_start":
+            self.model = str(e.get("model") or "")
+            self.provider = str(e.get("provider") or "")
+            self.start(("review",), "review", self.root, t, gen_ai__operation__name=
+                       "invoke_agent", gen_ai__agent__name="code-reviewer",
+                       gen_ai__request__model=self.model)
+        elif kind == "review_step" and "started" in e:
+            _chat(self, self.open.get(("review",)) or self.root, e, self.provider or "",
+                  self.model)
+        elif kind == "review_tool":
+            _tool(self, self.open.get(("review",)) or self.root, e)
+        elif kind == "review_done":
+            self.end(("review",), t, failed=e.get("result") != "APPROVED",
+                     why=e.get("error") or str(e.get("result")),
+                     agentrun__result=e.get("result"), agentrun__cost_usd=e.get("cost_usd"),
+                     agentrun__tokens=e.get("tokens"),
+                     agentrun__findings=len(e.get("findings") or []))
+        elif kind == "fix_start":
+            self.waves[f"fix {batch}"] = self.start(("fix", batch), f"fix {batch}", self.root,
+                                                    t, agentrun__batch=batch)
+        elif kind == "fix_done":
+            self.waves.pop(f"fix {batch}", None)
+            self.end(("fix", batch), t, failed=e.get("status") != "complete",
+                     agentrun__status=e.get("status"))
+        elif kind == "warning":
+            self.root.add_event("warning", _attrs(message=e.get("message")),
+                                ns(t) or time.time_ns())
+        elif kind == "run_done":
+            status = str(e.get("status") or "")
+            self.root.set_attributes(_attrs(agentrun__status=status,
+                                            agentrun__cost_usd=e.get("cost_usd"),
+                                            agentrun__tokens=e.get("tokens")))
+            self.close(t, failed=status != "complete", why=status)
+
+    def close(self, when: Any = None, failed: bool = True, why: str = "") -> None:
+        """End every open span and the root (an exception or interrupt ends it unfinished),
+        then push the spans out, waiting a bounded time."""
+        if self.closed:
+            return
+        self.closed = True
+        root = self.open.pop(("run",), None)
+        self.close_all(failed)
+        if root is not None:
+            self.open[("run",)] = root
+            self.end(("run",), when, failed=failed, why=why)
+        self.pipe.flush()
+
+
+class WorkerTrace(_Spans):
+    """A worker's side: its attempts and everything in them, under its group's span."""
+
+    def __init__(self, traceparent: str, *, batch: str, provider: str, model: str,
+                 executor: str) -> None:
+        super().__init__()
+        self.parent = _PROPAGATOR.extract({"traceparent": traceparent})
+        self.batch = batch
+        self.provider = CLI_PROVIDER.get(executor, provider)
+        self.model = model
+        self.executor = executor
+        self.closed = False
+
+    def _attempt(self) -> Span | Context:
+        found = [s for k, s in self.open.items() if k[0] == "attempt"]
+        return found[-1] if found else self.parent
+
+    def on_event(self, e: Event) -> None:
+        with contextlib.suppress(Exception):  # a trace must never break the worker
+            self._on(e)
+
+    def _on(self, e: Event) -> None:
+        kind, t = e.get("type"), e.get("t")
+        if kind == "start":
+            self.model = str(e.get("model") or self.model)
+        elif kind == "setup_start":
+            self.start(("setup",), "worktree set-up", self.parent, t,
+                       agentrun__command=e.get("command"))
+        elif kind == "setup_done":
+            self.end(("setup",), t)
+        elif kind == "attempt":
+            number = str(e.get("attempt"))
+            self.start(("attempt", number), f"invoke_agent {e.get('agent') or 'worker'}",
+                       self.parent, t, gen_ai__operation__name="invoke_agent",
+                       gen_ai__agent__name=e.get("agent"), gen_ai__request__model=self.model,
+                       gen_ai__provider__name=self.provider, agentrun__batch=self.batch,
+                       agentrun__attempt=e.get("attempt"), agentrun__executor=self.executor)
+        elif kind == "attempt_end":
+            status = str(e.get("status") or "")
+            self.end(("attempt", str(e.get("attempt"))), t, failed=status != "complete",
+                     why=e.get("error"), agentrun__status=status,
+                     agentrun__stop_reason=e.get("stop_reason"),
+                     agentrun__retry=e.get("retry"))
+        elif kind == "step" and "started" in e:
+            _chat(self, self._attempt(), e, self.provider, self.model,
+                  agentrun__step=e.get("step"))
+        elif kind == "tool":
+            _tool(self, self._attempt(), e)
+        elif kind == "validation":
+            self.whole("validation", self._attempt(), e, failed=e.get("ok") is not True,
+                       agentrun__condition=e.get("condition"))
+        elif kind == "done":
+            self.close(failed=False)
+
+    def close(self, failed: bool = True) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.close_all(failed)
+        self.pipe.flush(WORKER_FLUSH_S)
