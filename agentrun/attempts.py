@@ -23,11 +23,13 @@ from agentrun.agent.prompts import render
 from agentrun.agent.results import AttemptOutcome
 from agentrun.agent.snapshots import Snapshot, restore_snapshot, take_snapshot
 from agentrun.agent.transcript import Redactor, Transcript, emit_safely
-from agentrun.errors import AgentrunError
+from agentrun.core.errors import AgentrunError
+from agentrun.core.results import Outcome
+from agentrun.core.status import Status, StopReason
+from agentrun.core.usage import Usage
 from agentrun.executors.base import AgentTask, Attempt, Budget, Executor
 from agentrun.executors.builtin import BuiltinExecutor
-from agentrun.protocol import Outcome, Status, StopReason
-from agentrun.providers.base import Provider, Usage
+from agentrun.providers.base import Provider
 from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.local import LocalSandbox
 from agentrun.tools.base import CommandPolicy

@@ -2,9 +2,9 @@
 
 The file is validated when the project is loaded, so a typo or a wrong type stops a command with
 one message naming the file, the key and the fix — before any model call or worktree. Commands
-then read attributes; the defaults below are the only copies (protocol, budget and terminator
-import them). Precedence stays flags > environment > this file > these defaults; the file is the
-third layer, so the commands apply flags and the environment on top of it.
+then read attributes; the limits' defaults come from core/limits.py, their only copies.
+Precedence stays flags > environment > this file > the defaults; the file is the third layer,
+so the commands apply flags and the environment on top of it.
 """
 
 from __future__ import annotations
@@ -27,19 +27,22 @@ from pydantic import (
     model_validator,
 )
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
+from agentrun.core.limits import (
+    DEFAULT_MAX_WRITE_BYTES,
+    DEFAULT_REQUEST_RETRIES,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    DEFAULT_RETRIES,
+    DEFAULT_TOKEN_BUDGET,
+    DEFAULT_WORKER_TIMEOUT_S,
+    SandboxLimits,
+)
 from agentrun.providers.catalog import provider_names
 from agentrun.yamlload import safe_load
 
 CONFIG_FILE = ".specflow/config.yaml"
 
-DEFAULT_TOKEN_BUDGET = 100_000  # per worker, all attempts and sub-agents together
-DEFAULT_WORKER_TIMEOUT_S = 1800.0  # one worker, start to result
-DEFAULT_RETRIES = 3  # fresh attempts after a failed one
 DEFAULT_ON_FAILURE = "continue"
-DEFAULT_REQUEST_RETRIES = 6  # retries of one model request on 429, 529, 5xx, timeouts
-DEFAULT_REQUEST_TIMEOUT_S = 600.0  # one model request
-DEFAULT_MAX_WRITE_BYTES = 1_000_000  # one write_file call
 
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Settings that would send requests, and keys, where a file in the repository says: any change
@@ -76,18 +79,6 @@ class AuditConfig(_Section):
     # own defaults).
     group_context_max: float | None = Field(None, gt=0, le=1)
     total_context_max: float | None = Field(None, gt=0, le=1)
-
-
-class SandboxLimits(_Section):
-    """`sandbox: limits:` — what a sandboxed command may take: the largest file it may write,
-    how many processes and threads may run in its sandbox at once, and the memory each of its
-    processes may allocate (MB; 0: no limit; memory by default half the machine's, at least
-    2 GiB). Far above what a test suite needs; a runaway command fails instead of filling the
-    disk or the memory of the machine the orchestrator runs on."""
-
-    file_size_mb: int = Field(4096, ge=0)
-    processes: int = Field(4096, ge=0)
-    memory_mb: int | None = Field(None, ge=0)
 
 
 class SandboxConfig(_Section):

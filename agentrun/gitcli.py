@@ -36,8 +36,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrun.errors import AgentrunError, CannotStart
-from agentrun.secrets import without_secrets
+from agentrun.core.errors import AgentrunError, CannotStart
+from agentrun.core.secrets import without_secrets
 
 # Variables that point git at a particular repository or index. They leak in when agentrun runs
 # inside a git hook (e.g. tests in a pre-push hook) and would silently redirect our commands.

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
-from agentrun.errors import CannotStart
+from agentrun.core.errors import CannotStart
 from agentrun.gitcli import git, run_git
 
 RUN_LOCK_NAME = "agentrun-run.lock"

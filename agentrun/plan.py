@@ -11,7 +11,7 @@ import graphlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from agentrun.errors import PlanError
+from agentrun.core.errors import PlanError
 from agentrun.spec.model import Spec, TaskGroup
 
 MAX_GROUPS_PER_WORKER = 3

@@ -28,7 +28,7 @@ from agentrun.config import (
     read_config,
     user_config_path,
 )
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.gitcli import git, run_git, split_z
 from agentrun.gitlock import git_common_dir
 from agentrun.providers.catalog import CATALOG

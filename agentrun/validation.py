@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrun.protocol import Status, StopReason
+from agentrun.core.status import Status, StopReason
 from agentrun.sandbox.base import Sandbox
 from agentrun.tools.base import TIMEOUT, CommandPolicy
 from agentrun.tools.command import execute_command

@@ -27,11 +27,13 @@ from agentrun.agent.snapshots import Snapshot, checkout_snapshot
 from agentrun.agent.terminator import limits_for
 from agentrun.agent.transcript import Transcript
 from agentrun.attempts import AgentOutcome, run_attempts
-from agentrun.errors import AgentrunError, no_space
+from agentrun.core.errors import AgentrunError, no_space
+from agentrun.core.results import WorkerResult
+from agentrun.core.status import Status, StopReason
 from agentrun.executors import claude_code, codex
 from agentrun.executors.base import AgentTask, Executor
 from agentrun.executors.builtin import BuiltinExecutor
-from agentrun.protocol import Assignment, Status, StopReason, WorkerResult
+from agentrun.protocol import Assignment
 from agentrun.providers.pricing import cost_usd
 from agentrun.providers.registry import ProviderConfig, create_provider, provider_env
 from agentrun.sandbox.base import Sandbox

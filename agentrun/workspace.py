@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentrun.errors import AgentrunError, CannotStart
+from agentrun.core.errors import AgentrunError, CannotStart
 from agentrun.gitcli import GitError, git, identity_env, run_git, split_z
 from agentrun.gitlock import RunLock, git_common_dir, worktree_lock
 from agentrun.removal import remove_tree

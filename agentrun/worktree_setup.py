@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrun.errors import AgentrunError, BadInput
-from agentrun.fsutil import atomic_write_text
+from agentrun.core.errors import AgentrunError, BadInput
+from agentrun.core.fsutil import atomic_write_text
 from agentrun.gitcli import run_git
 from agentrun.protocol import SandboxSettings, SetupSettings
 from agentrun.sandbox.base import SpawnListener

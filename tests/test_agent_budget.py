@@ -11,7 +11,7 @@ from agent_fixtures import RecordingProvider, call, events, make_repo, make_task
 from agentrun.agent.budget import TokenTracker
 from agentrun.agent.transcript import Transcript
 from agentrun.attempts import run_agent
-from agentrun.providers.base import Usage
+from agentrun.core.usage import Usage
 
 
 @pytest.mark.parametrize(("used", "threshold", "recommendation"), [

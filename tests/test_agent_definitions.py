@@ -9,7 +9,7 @@ import pytest
 from agentrun.agent.definitions import available_agents, load_agent
 from agentrun.agent.prompts import render, render_worker_assignment
 from agentrun.agent.terminator import RETRY_CONDITIONS, limits_for
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.resources import packaged_dir
 
 PACKAGED = ["code-reviewer", "spec-auditor", "spec-executor", "spec-executor-orchestrator",

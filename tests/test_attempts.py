@@ -12,8 +12,8 @@ from gitutil import status
 from agentrun.agent.subagent import Submission
 from agentrun.agent.transcript import Transcript
 from agentrun.attempts import run_attempts
+from agentrun.core.usage import Usage
 from agentrun.executors.base import AgentTask, Attempt, AttemptOutcome, Executor
-from agentrun.providers.base import Usage
 from agentrun.sandbox.local import LocalSandbox
 
 CHECK = f"{sys.executable} -c \"import app; assert app.VALUE == 2, 'VALUE is %r' % app.VALUE\""

@@ -13,7 +13,7 @@ from agentrun.audit.estimates import (
     group_text,
     thresholds_from,
 )
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.providers.tokens import context_window, estimate_tokens
 from agentrun.spec import parse_spec
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from agentrun.audit.estimates import UnitEstimate
 from agentrun.audit.taskgen import generate_tasks, proposal_groups
 from agentrun.audit.verdict import ProposedGroup
-from agentrun.errors import PlanError
+from agentrun.core.errors import PlanError
 from agentrun.plan import build_plan, compute_layers
 from agentrun.spec import parse_spec
 

@@ -13,8 +13,9 @@ from gitutil import run_git
 from runkit import make_project, scripted, spec_text, writes
 
 from agentrun.cli.init_cmd import CONFIG_YAML, NO_TEST_COMMAND
-from agentrun.config import DEFAULT_TOKEN_BUDGET, ProjectConfig, parse_config
-from agentrun.errors import BadInput
+from agentrun.config import ProjectConfig, parse_config
+from agentrun.core.errors import BadInput
+from agentrun.core.limits import DEFAULT_TOKEN_BUDGET
 
 EXAMPLE = Path(__file__).resolve().parents[1] / ".specflow-example"
 TWO = [("G1", [], "src/a.py"), ("G2", [], "src/b.py")]
@@ -139,7 +140,7 @@ def test_a_key_without_a_value_means_the_default():
 
 
 def test_price_overrides_are_what_a_worker_reads():
-    from agentrun.providers.base import Usage
+    from agentrun.core.usage import Usage
     from agentrun.providers.pricing import cost_usd
 
     config = parse_config({"pricing": {"local-model": {"input": 1, "output": 2}}})

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrun.errors import SpecError
+from agentrun.core.errors import SpecError
 from agentrun.formats import detect, read_plan, to_spec
 from agentrun.formats.render import render
 from agentrun.plan import build_plan, compute_layers

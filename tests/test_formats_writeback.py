@@ -8,10 +8,10 @@ import json
 import shutil
 from pathlib import Path
 
+from agentrun.core.status import Status
 from agentrun.formats import read_plan, to_spec
 from agentrun.formats.living import after_run, read_landed, record_landed, select
 from agentrun.formats.writeback import write_back
-from agentrun.protocol import Status
 
 FIX = Path(__file__).parent / "fixtures" / "formats"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentrun.fsutil import atomic_write_text, remove_stale_temps
+from agentrun.core.fsutil import atomic_write_text, remove_stale_temps
 
 
 def test_stale_temps_of_a_killed_write_go_and_nothing_else_does(tmp_path):

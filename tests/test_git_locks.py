@@ -15,7 +15,7 @@ from clirun import agentrun
 from gitutil import init_repo, run_git
 from runkit import make_project, scripted, spec_text, writes
 
-from agentrun.errors import CannotStart
+from agentrun.core.errors import CannotStart
 from agentrun.gitlock import boot_time, clear_git_locks
 
 TWO = [("G1", [], "one.txt"), ("G2", [], "two.txt")]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrun.errors import PlanError
+from agentrun.core.errors import PlanError
 from agentrun.plan import build_plan, compute_layers, make_batches
 from agentrun.spec.model import Section, Spec, TaskGroup
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.errors import BadInput
-from agentrun.providers.base import Usage
+from agentrun.core.errors import BadInput
+from agentrun.core.usage import Usage
 from agentrun.providers.pricing import PRICES, Price, cost_usd, price_for
 
 M = 1_000_000

@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.providers.catalog import CATALOG, preload_modules, provider_spec
 from agentrun.providers.pricing import PRICES, price_for
 from agentrun.providers.registry import implied_provider

@@ -11,7 +11,8 @@ from agent_fixtures import events, make_repo, make_task, no_sleep
 
 from agentrun.agent.transcript import Transcript
 from agentrun.attempts import run_agent
-from agentrun.providers.base import Message, Provider, Request, ToolCall, Turn, Usage
+from agentrun.core.usage import Usage
+from agentrun.providers.base import Message, Provider, Request, ToolCall, Turn
 from agentrun.providers.errors import ServerError
 from agentrun.providers.function import FunctionProvider
 

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from fake_model_server import Reply
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.providers.anthropic_provider import AnthropicProvider
 from agentrun.providers.base import Message, Request
 from agentrun.providers.errors import NotConfigured

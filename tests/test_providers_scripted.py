@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.providers.base import Message, Provider, Request
 from agentrun.providers.errors import (
     AuthenticationFailed,

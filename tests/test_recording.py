@@ -12,7 +12,7 @@ import pytest
 import yaml
 from fake_model_server import Error, Reply
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.providers.base import Message, Request, Turn
 from agentrun.providers.errors import ProviderError, RateLimited, ServerError
 from agentrun.providers.recording import RecordingProvider, reset_recording, script_key

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from gitutil import head, init_repo, run_git
 
-from agentrun.protocol import RunStatus, Status, StopReason, WorkerResult
+from agentrun.core.results import WorkerResult
+from agentrun.core.status import RunStatus, Status, StopReason
 from agentrun.report.execution_state import GroupState, IntegrationCheck, RunState
 from agentrun.report.summary import render_summary
 from agentrun.run import scheduler

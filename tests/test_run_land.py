@@ -8,9 +8,10 @@ from pathlib import Path
 from gitutil import head, run_git, status
 from runkit import make_project, spec_text
 
+from agentrun.core.results import WorkerResult
+from agentrun.core.status import Status
 from agentrun.plan import Batch
 from agentrun.project import Project
-from agentrun.protocol import Status, WorkerResult
 from agentrun.report.execution_state import GroupState, RunState
 from agentrun.run.land import Lander, WaveLanding
 from agentrun.run.record import Recorder

@@ -8,9 +8,10 @@ import json
 from gitutil import run_git, status
 from runkit import make_project, spec_text, submit, writes
 
+from agentrun.core.status import RunStatus, Status
 from agentrun.plan import build_plan
 from agentrun.project import Project
-from agentrun.protocol import ProviderSettings, RunStatus, Status, WorkerLimits
+from agentrun.protocol import ProviderSettings, WorkerLimits
 from agentrun.run.backends import InProcessBackend
 from agentrun.run.options import RunOptions
 from agentrun.run.orchestrator import Orchestrator

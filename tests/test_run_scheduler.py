@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from runkit import spec_text
 
+from agentrun.core.status import RunStatus, Status
 from agentrun.plan import Batch, build_plan
-from agentrun.protocol import RunStatus, Status
 from agentrun.report.execution_state import GroupState, RunState, WaveState
 from agentrun.run import scheduler
 from agentrun.spec.fingerprint import group_fingerprints

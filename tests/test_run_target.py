@@ -15,8 +15,9 @@ from clirun import agentrun, finish, start
 from gitutil import commit_files, head, init_repo, run_git
 from runkit import make_project, scripted, spec_text, writes
 
+from agentrun.core.results import WorkerResult
+from agentrun.core.status import Status, StopReason
 from agentrun.project import Project
-from agentrun.protocol import Status, StopReason, WorkerResult
 from agentrun.report.execution_state import GroupState, RunState
 from agentrun.run.integration import undo_wave
 from agentrun.run.land import Lander

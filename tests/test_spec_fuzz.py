@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentrun.errors import SpecError
+from agentrun.core.errors import SpecError
 from agentrun.spec import load_spec, parse_spec
 from agentrun.spec.markdown import norm_title
 from agentrun.spec.writeback import (

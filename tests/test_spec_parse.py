@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrun.errors import EXIT_BAD_INPUT, SpecError
+from agentrun.core.errors import EXIT_BAD_INPUT, SpecError
 from agentrun.spec import Spec, load_spec, parse_spec
 
 FIXTURES = Path(__file__).parent / "fixtures" / "specs"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrun.errors import SpecError
+from agentrun.core.errors import SpecError
 from agentrun.spec import parse_spec
 from agentrun.spec.writeback import (
     append_to_section,

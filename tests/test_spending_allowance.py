@@ -10,8 +10,9 @@ import threading
 from pathlib import Path
 
 from agentrun.agent.allowance import Allowance, Grant
-from agentrun.protocol import Status, StopReason, WorkerResult
-from agentrun.providers.base import Usage
+from agentrun.core.results import WorkerResult
+from agentrun.core.status import Status, StopReason
+from agentrun.core.usage import Usage
 from agentrun.run.spending import Spending
 
 PRICING = {"m": {"input": 1_000_000.0, "output": 0.0}}  # one input token: $1

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.tools import environment, paths
 from agentrun.tools.base import PATH_DENIED, CommandPolicy, ToolContext
 from agentrun.tools.paths import PathDenied, resolve_path

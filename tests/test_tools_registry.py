@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentrun.errors import BadInput, Interrupted
+from agentrun.core.errors import BadInput, Interrupted
 from agentrun.tools import ALL_TOOLS, Toolset, resolve_tool_names, tool_specs
 from agentrun.tools.base import INVALID_ARGUMENTS, TOOL_ERROR, UNKNOWN_TOOL, ToolContext
 

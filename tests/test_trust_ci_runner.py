@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from gitutil import init_repo
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.report.github import outputs_file, write_outputs
 from agentrun.sandbox.bwrap import unavailable_reason
 from agentrun.sandbox.choice import make_sandbox

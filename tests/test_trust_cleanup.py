@@ -26,7 +26,7 @@ from test_kill_resume import kill_run
 from test_run_orchestrator import orchestrator
 
 import agentrun as package
-from agentrun.protocol import RunStatus, Status
+from agentrun.core.status import RunStatus, Status
 from agentrun.removal import remove_tree
 from agentrun.run.session import cancel_on_signals
 

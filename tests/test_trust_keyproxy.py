@@ -21,7 +21,7 @@ from test_executor_claude_code import API_KEY, CACHE, PACKAGE, make_project, rep
 from test_executor_claude_code import USAGE as CLI_USAGE
 
 from agentrun.executors.keyproxy import ANTHROPIC, OPENAI, Api, KeyProxy, Route
-from agentrun.providers.base import Usage
+from agentrun.core.usage import Usage
 
 KEY = "sk-real-key-held-by-the-proxy"
 USAGE = {"input_tokens": 100, "output_tokens": 7, "cache_read_tokens": 30,

@@ -9,7 +9,7 @@ from clirun import agentrun
 from runkit import make_project, scripted, spec_text, writes
 
 from agentrun.agent.prompts import render
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 
 TWO_WAVES = [("G1", [], "src/a.py"), ("G2", ["G1"], "src/b.py")]
 USER_TEMPLATE = "USER-OVERRIDE for {{ spec_id }}: {{ group_ids }}\n"

@@ -12,8 +12,9 @@ from gitutil import commit_files, head, init_repo, run_git
 from runkit import STATE_MD, spec_text
 
 from agentrun.audit.runner import ModelAccess
+from agentrun.core.usage import Usage
 from agentrun.project import Project
-from agentrun.providers.base import ToolCall, Turn, Usage
+from agentrun.providers.base import ToolCall, Turn
 from agentrun.providers.function import FunctionProvider
 from agentrun.report.execution_state import ReviewRecord, RunState, load_state, save_state
 from agentrun.review.findings import last_review

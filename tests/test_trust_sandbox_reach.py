@@ -306,7 +306,7 @@ def test_a_sandboxed_command_is_held_to_its_limits(tmp_path):
     """A command that writes a file past the size limit, allocates past the memory limit or
     starts processes past the process limit fails there; the same command within the
     defaults (the control) does all three."""
-    from agentrun.config import SandboxLimits
+    from agentrun.core.limits import SandboxLimits
     from agentrun.sandbox.choice import resource_limits
 
     small = resource_limits(SandboxLimits(file_size_mb=1, memory_mb=64, processes=20))

@@ -11,13 +11,8 @@ from clirun import agentrun
 from gitutil import init_repo, run_git
 from runkit import writes
 
-from agentrun.protocol import (
-    Assignment,
-    ProviderSettings,
-    SandboxSettings,
-    WorkerLimits,
-    WorkerResult,
-)
+from agentrun.core.results import WorkerResult
+from agentrun.protocol import Assignment, ProviderSettings, SandboxSettings, WorkerLimits
 
 RESULT_KEYS = {"group", "groups", "status", "files_created", "files_modified", "commits",
                "criteria_met", "deviations", "error", "summary", "attempts", "steps", "usage",

@@ -17,7 +17,7 @@ import pytest
 from runkit import command, submit, writes
 from test_worker_cmd import make_assignment
 
-from agentrun.protocol import WorkerResult
+from agentrun.core.results import WorkerResult
 from agentrun.sandbox.bwrap import unavailable_reason
 from agentrun.worker import run_assignment
 

@@ -23,7 +23,7 @@ from gitutil import (
     write_files,
 )
 
-from agentrun.errors import EXIT_CANNOT_START, CannotStart
+from agentrun.core.errors import EXIT_CANNOT_START, CannotStart
 from agentrun.gitlock import WORKTREE_LOCK_NAME
 from agentrun.workspace import (
     GitError,

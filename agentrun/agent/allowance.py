@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrun.fsutil import atomic_write_json
-from agentrun.providers.base import Usage
+from agentrun.core.fsutil import atomic_write_json
+from agentrun.core.usage import Usage
 
 POLL_S = 0.05  # how often a waiting worker reads its allowance again
 COST_CAP = "cost_cap"

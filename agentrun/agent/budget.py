@@ -15,8 +15,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from agentrun.config import DEFAULT_TOKEN_BUDGET
-from agentrun.providers.base import Usage
+from agentrun.core.limits import DEFAULT_TOKEN_BUDGET
+from agentrun.core.usage import Usage
 
 # (percent, recommendation) from the highest threshold down
 THRESHOLDS: tuple[tuple[int, str], ...] = (

@@ -34,8 +34,8 @@ from agentrun.agent.runtime import Runtime
 from agentrun.agent.subagent import ALWAYS_TOOLS, LoopHooks
 from agentrun.agent.terminator import stop_message
 from agentrun.agent.transcript import truncate
-from agentrun.errors import Interrupted
-from agentrun.protocol import Status, StopReason
+from agentrun.core.errors import Interrupted
+from agentrun.core.status import Status, StopReason
 from agentrun.providers.base import Message, Request, ToolCall, Turn
 from agentrun.providers.errors import ProviderError
 from agentrun.tools.base import INVALID_ARGUMENTS, ToolContext, ToolResult

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.resources import find_resource, list_resources
 from agentrun.tools.names import resolve_tool_names
 from agentrun.yamlload import safe_load

@@ -15,7 +15,7 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment, SecurityError
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.resources import find_resource, list_resources
 
 _ENV = SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentrun.protocol import Outcome
+from agentrun.core.results import Outcome
 
 
 @dataclass

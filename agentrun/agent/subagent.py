@@ -17,8 +17,8 @@ from agentrun.agent.definitions import AgentDefinition, load_agent
 from agentrun.agent.prompts import render
 from agentrun.agent.results import AttemptOutcome, Submission
 from agentrun.agent.runtime import Runtime
-from agentrun.errors import BadInput
-from agentrun.protocol import ResultStatus, Status, StopReason
+from agentrun.core.errors import BadInput
+from agentrun.core.status import ResultStatus, Status, StopReason
 
 SUBMIT_STATUSES = tuple(get_args(ResultStatus))
 ALWAYS_TOOLS = ("submit_result", "check_token_budget")  # every agent can finish and budget

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentrun.config import DEFAULT_REQUEST_RETRIES, DEFAULT_RETRIES, DEFAULT_TOKEN_BUDGET
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
+from agentrun.core.limits import DEFAULT_REQUEST_RETRIES, DEFAULT_RETRIES, DEFAULT_TOKEN_BUDGET
 
 if TYPE_CHECKING:
     from agentrun.agent.breakers import CircuitBreaker

@@ -24,13 +24,14 @@ from agentrun.attempts import AgentOutcome, run_agent
 from agentrun.audit.estimates import ContextEstimate, approx
 from agentrun.audit.static import StaticAudit
 from agentrun.audit.verdict import Verdict
-from agentrun.errors import EXIT_FAILED, AgentrunError, Interrupted
+from agentrun.core.errors import EXIT_FAILED, AgentrunError, Interrupted
+from agentrun.core.fsutil import relpath
+from agentrun.core.status import StopReason
+from agentrun.core.usage import Usage
 from agentrun.executors.base import AgentTask
-from agentrun.fsutil import relpath
 from agentrun.plan import Finding
 from agentrun.project import Project
-from agentrun.protocol import StopReason
-from agentrun.providers.base import Provider, Usage
+from agentrun.providers.base import Provider
 from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.choice import make_sandbox
 from agentrun.spec.model import Spec

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
+from agentrun.protocol import SHARED_SECTIONS  # what a worker's assignment carries
 from agentrun.providers.tokens import context_window, estimate_tokens
-from agentrun.run.assignment import SHARED_SECTIONS  # what a worker's assignment carries
 from agentrun.spec.model import Spec, TaskGroup
 from agentrun.spec.refs import looks_like_path
 

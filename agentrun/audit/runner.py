@@ -27,7 +27,7 @@ from agentrun.audit.history import EntryData, render_entry
 from agentrun.audit.static import StaticAudit, static_audit
 from agentrun.audit.taskgen import check_proposal, generate_tasks, proposal_groups
 from agentrun.audit.verdict import Verdict
-from agentrun.errors import (
+from agentrun.core.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_OK,
@@ -36,9 +36,10 @@ from agentrun.errors import (
     PlanError,
     SpecError,
 )
+from agentrun.core.usage import Usage
 from agentrun.plan import build_plan
 from agentrun.project import Project
-from agentrun.providers.base import Provider, Usage
+from agentrun.providers.base import Provider
 from agentrun.providers.errors import NotConfigured
 from agentrun.providers.registry import create_provider
 from agentrun.spec import load_spec, parse_spec

@@ -10,7 +10,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agentrun.errors import PlanError
+from agentrun.core.errors import PlanError
 from agentrun.plan import Finding, Plan, build_plan
 from agentrun.spec.model import Spec
 from agentrun.spec.template import paragraphs, placeholders

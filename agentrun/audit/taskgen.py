@@ -18,7 +18,7 @@ from pathlib import Path
 
 from agentrun.audit.estimates import UnitEstimate, approx
 from agentrun.audit.verdict import ProposedGroup
-from agentrun.errors import PlanError, SpecError
+from agentrun.core.errors import PlanError, SpecError
 from agentrun.plan import Plan, build_plan, compute_layers
 from agentrun.spec import frontmatter, parse_spec
 from agentrun.spec.markdown import norm_title

@@ -8,7 +8,7 @@ import typer
 
 from agentrun.cli.ci_report import EVENTS_HELP, JUNIT_HELP
 from agentrun.cli.common import JSON_OPT, output
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 
 
 def aggregate(

@@ -1,6 +1,6 @@
 """The `agentrun` command: the Typer app and its single error boundary.
 
-Only the standard library and `agentrun.errors` are imported before `main` runs, so the
+Only the standard library and `agentrun.core.errors` are imported before `main` runs, so the
 signal handlers are in place from the first moment: an interrupt while the CLI is still
 importing is reported like any other.
 """
@@ -13,7 +13,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
-from agentrun.errors import EXIT_INTERRUPTED, AgentrunError
+from agentrun.core.errors import EXIT_INTERRUPTED, AgentrunError
 
 if TYPE_CHECKING:
     import typer

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from agentrun.cli.common import JSON_OPT, output, relpath
-from agentrun.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, SpecError
+from agentrun.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, SpecError
 
 if TYPE_CHECKING:
     from agentrun.audit.runner import AuditOptions, ModelAccess, SpecAudit

@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 
 if TYPE_CHECKING:
     from agentrun.report.execution_state import RunState
@@ -79,7 +79,7 @@ class EventStream:
         if self.ended:
             return
         from agentrun.cli.failures import user_error
-        from agentrun.errors import EXIT_INTERRUPTED, Interrupted
+        from agentrun.core.errors import EXIT_INTERRUPTED, Interrupted
         from agentrun.run.record import EVENTS_VERSION
 
         event: Event = {"v": EVENTS_VERSION, "t": round(time.time(), 3), "type": "run_done"}

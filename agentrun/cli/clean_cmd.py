@@ -25,7 +25,7 @@ def clean(
     from rich.markup import escape
 
     from agentrun import workspace
-    from agentrun.errors import CannotStart
+    from agentrun.core.errors import CannotStart
     from agentrun.project import find_project
     from agentrun.run import cleanup, leftovers
 

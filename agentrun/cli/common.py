@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 import typer
 
 from agentrun.cli.output import Output, detect_mode
-from agentrun.fsutil import relpath
+from agentrun.core.fsutil import relpath
 
 if TYPE_CHECKING:
     from agentrun.project import Project

@@ -25,7 +25,7 @@ def demo(
     """Copy the example project into a fresh git repository and run a spec with the bundled
     script (scripted provider: offline, no API key)."""
     from agentrun.cli.run_cmd import execute
-    from agentrun.errors import BadInput
+    from agentrun.core.errors import BadInput
     from agentrun.resources import packaged_dir
     from agentrun.workspace import git, stage_all
 

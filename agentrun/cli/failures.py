@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from agentrun.errors import AgentrunError, no_space, not_writable, path_error
+from agentrun.core.errors import AgentrunError, no_space, not_writable, path_error
 
 
 class InternalError(AgentrunError):

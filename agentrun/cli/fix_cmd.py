@@ -9,7 +9,7 @@ import typer
 
 from agentrun.cli.common import JSON_OPT, output, pin_to_last_run, relpath
 from agentrun.cli.review_cmd import REVIEW_SPEC_ARG
-from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
+from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 
 
 def fix(

@@ -24,10 +24,10 @@ def import_plan(
     The spec has the plan's tasks as task groups with the same dependencies, files, checks
     and criteria as `agentrun run PLAN` uses (multi-line task text on one line); it stands
     alone afterwards. Running the plan itself needs no import. Never overwrites a file."""
-    from agentrun.errors import BadInput
+    from agentrun.core.errors import BadInput
+    from agentrun.core.fsutil import atomic_write_text, relpath
     from agentrun.formats import load
     from agentrun.formats.render import FORMAT_NAMES, render
-    from agentrun.fsutil import atomic_write_text, relpath
     from agentrun.plan import compute_layers
     from agentrun.project import find_project
     from agentrun.spec.ids import require_safe_id

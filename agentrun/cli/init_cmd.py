@@ -190,8 +190,8 @@ def init(
 ) -> None:
     """Create .specflow/ (PROJECT.md, STATE.md, specs/, config.yaml); add run records and the
     usual environment and cache folders (.venv, node_modules, __pycache__, ...) to .gitignore."""
-    from agentrun.errors import BadInput
-    from agentrun.fsutil import atomic_write_text
+    from agentrun.core.errors import BadInput
+    from agentrun.core.fsutil import atomic_write_text
 
     out = output(json_out)
     root = path.resolve()

@@ -17,8 +17,8 @@ from rich.markup import escape
 
 from agentrun.agent.interaction import screen_held_by
 from agentrun.cli.output import Output
-from agentrun.errors import BadInput
-from agentrun.providers.base import Usage
+from agentrun.core.errors import BadInput
+from agentrun.core.usage import Usage
 from agentrun.providers.pricing import cost_usd
 
 QUEUED = "queued"  # in a wave, waiting for a free slot under --max-parallel

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from agentrun.cli.common import JSON_OPT, output, relpath
-from agentrun.errors import NOT_WRITABLE_ERRNOS, cannot_write
+from agentrun.core.errors import NOT_WRITABLE_ERRNOS, cannot_write
 from agentrun.spec.template import render
 
 _NUMBERED = re.compile(r"^SPEC-(\d+)", re.I)
@@ -22,7 +22,7 @@ def new(
 ) -> None:
     """Create .specflow/specs/SPEC-NNN.md (next free number) from a template and make it the
     active specification in STATE.md."""
-    from agentrun.errors import BadInput, CannotStart
+    from agentrun.core.errors import BadInput, CannotStart
     from agentrun.project import find_project
 
     out = output(json_out)

@@ -40,7 +40,7 @@ def plan(
     SPEC may also be a spec-kit or Kiro tasks.md, a GSD PLAN.md or phase folder, or a
     Taskmaster tasks.json (see docs/formats.md)."""
     from agentrun.cli.render import plan_summary
-    from agentrun.errors import BadInput
+    from agentrun.core.errors import BadInput
     from agentrun.plan import build_plan
 
     out = output(json_out)

@@ -24,7 +24,7 @@ def report(
     """Print the path of a run's self-contained HTML report (`report.html` in its record):
     its plan, a timeline of the workers, tokens and cost, checks, review and failures."""
     from agentrun import workspace
-    from agentrun.errors import BadInput
+    from agentrun.core.errors import BadInput
     from agentrun.project import find_project
     from agentrun.report.execution_state import state_path
     from agentrun.report.html import REPORT_FILE, write_report
@@ -60,7 +60,7 @@ def report(
 
 def _run_dir(project, run: str | None) -> Path:
     """The record of run `run` (an id or a folder), or of the active spec's last run."""
-    from agentrun.errors import BadInput
+    from agentrun.core.errors import BadInput
     from agentrun.project import active_spec_name
     from agentrun.report.execution_state import load_state, state_path
     from agentrun.report.state_md import read_state_md

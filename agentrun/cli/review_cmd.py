@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from agentrun.cli.common import JSON_OPT, output, relpath
-from agentrun.errors import EXIT_FAILED, EXIT_OK
+from agentrun.core.errors import EXIT_FAILED, EXIT_OK
 
 REVIEW_SPEC_ARG = typer.Argument(None, metavar="[SPEC]", show_default=False,
                                  help="Spec file or id (default: the active spec in STATE.md).")

@@ -10,7 +10,7 @@ import typer
 
 from agentrun.cli.ci_report import EVENTS_HELP, JUNIT_HELP
 from agentrun.cli.common import CHANGED_OPT, FORMAT_OPT, JSON_OPT, SPEC_ARG, Mode, output
-from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, AgentrunError, BadInput
+from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, AgentrunError, BadInput
 
 if TYPE_CHECKING:
     pass
@@ -386,7 +386,7 @@ def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
     console.print(f"Spec summary: {escape(str(orchestrator.spec.path))}")
     spec = orchestrator.spec
     if spec.source is not None:
-        from agentrun.fsutil import relpath
+        from agentrun.core.fsutil import relpath
 
         marked = [relpath(p) for p in orchestrator.record.written
                   if not str(p).endswith("-landed.json")]

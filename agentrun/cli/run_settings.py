@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 
 if TYPE_CHECKING:
     from agentrun.config import ProjectConfig

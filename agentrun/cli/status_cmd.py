@@ -16,9 +16,9 @@ def status(
     from rich.markup import escape
     from rich.table import Table
 
-    from agentrun.errors import BadInput
+    from agentrun.core.errors import BadInput
     from agentrun.project import active_spec_name, find_project
-    from agentrun.protocol import RunStatus
+    from agentrun.core.status import RunStatus
     from agentrun.report.execution_state import load_state, state_path
     from agentrun.report.state_md import read_state_md
     from agentrun.report.summary import STATUS_MARK, format_cost, kept_worktrees, review_words
@@ -78,7 +78,7 @@ def _unknown(project, given: str) -> None:
     """A SPEC argument that names neither a spec nor a recorded run is bad input (exit 2),
     naming the spec meant when one is close."""
     from agentrun.cli.common import relpath, suggest_spec
-    from agentrun.errors import SpecError
+    from agentrun.core.errors import SpecError
 
     suggest_spec(project.specs_dir, given)
     raise SpecError(f"spec not found: {given}",

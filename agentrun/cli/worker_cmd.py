@@ -15,8 +15,8 @@ import typer
 
 from agentrun.cli.common import JSON_OPT, output
 from agentrun.cli.run_cmd import NETWORK_HELP, SANDBOX_HELP
-from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, CannotStart
-from agentrun.fsutil import relpath
+from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, CannotStart
+from agentrun.core.fsutil import relpath
 
 
 def worker(
@@ -130,9 +130,10 @@ def _ci(spec_arg: str, groups: str, base_arg: str | None, start_arg: str | None,
         out_path: Path, opts: dict[str, Any], out, cancel) -> int:
     from agentrun import workspace
     from agentrun.cli.common import load
-    from agentrun.fsutil import atomic_write_json, check_file_or_absent
+    from agentrun.core.fsutil import atomic_write_json, check_file_or_absent
+    from agentrun.core.results import WorkerResult
+    from agentrun.core.status import Status
     from agentrun.plan import build_plan
-    from agentrun.protocol import Status, WorkerResult
     from agentrun.run.ci import (
         ci_branch,
         describe_batches,
@@ -271,7 +272,7 @@ def _print(out, doc: dict[str, Any], where: str) -> None:
     if out.mode == "json":
         out.json(doc)
         return
-    from agentrun.protocol import Status
+    from agentrun.core.status import Status
 
     # a blocked batch never started its agent: there is no reason it stopped
     stop = "" if doc["status"] == Status.BLOCKED else f", stop: {doc['stop_reason']}"

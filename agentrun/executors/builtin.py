@@ -9,8 +9,9 @@ from agentrun.agent.conversation import Conversation
 from agentrun.agent.results import AttemptOutcome
 from agentrun.agent.runtime import Runtime
 from agentrun.agent.terminator import Terminator
+from agentrun.core.usage import Usage
 from agentrun.executors.base import AgentTask, Attempt
-from agentrun.providers.base import Provider, Usage
+from agentrun.providers.base import Provider
 from agentrun.sandbox.base import Sandbox
 from agentrun.tools.base import CommandPolicy
 

@@ -25,14 +25,14 @@ from typing import Any
 
 from agentrun.agent.prompts import render
 from agentrun.agent.results import AttemptOutcome, Submission
-from agentrun.errors import CannotStart
+from agentrun.core.errors import CannotStart
+from agentrun.core.status import StopReason
+from agentrun.core.usage import Usage
 from agentrun.executors import headless
 from agentrun.executors.base import AgentTask, Attempt
 from agentrun.executors.guard import CliGuard
 from agentrun.executors.headless import Cli
 from agentrun.executors.keyproxy import OPENAI, KeyProxy
-from agentrun.protocol import StopReason
-from agentrun.providers.base import Usage
 from agentrun.sandbox.base import Sandbox
 from agentrun.tools.environment import private_home
 

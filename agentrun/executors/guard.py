@@ -21,9 +21,9 @@ from typing import Any
 from agentrun.agent.allowance import Grant
 from agentrun.agent.breakers import StuckDetector, call_signature
 from agentrun.agent.terminator import Limits
+from agentrun.core.status import StopReason
+from agentrun.core.usage import Usage
 from agentrun.executors.base import Budget
-from agentrun.protocol import StopReason
-from agentrun.providers.base import Usage
 from agentrun.sandbox.base import Sandbox
 
 

@@ -23,11 +23,11 @@ from typing import Any, ClassVar
 from pydantic import ValidationError
 
 from agentrun.agent.results import AttemptOutcome, Submission
-from agentrun.errors import CannotStart
+from agentrun.core.errors import CannotStart
+from agentrun.core.status import Status, StopReason
+from agentrun.core.usage import Usage
 from agentrun.executors.base import AgentTask, Attempt
 from agentrun.executors.guard import CliGuard
-from agentrun.protocol import Status, StopReason
-from agentrun.providers.base import Usage
 from agentrun.sandbox.base import CommandResult, Sandbox
 from agentrun.tools.agent_tools import SubmitResult
 from agentrun.tools.base import CommandPolicy

@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from agentrun.providers.base import Usage
+from agentrun.core.usage import Usage
 
 # hop-by-hop headers and the ones the forwarder sets itself
 _DROP = {"host", "x-api-key", "authorization", "content-length", "connection", "keep-alive",

@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 from typing import Protocol
 
-from agentrun.errors import BadInput, SpecError
-from agentrun.fsutil import relpath
+from agentrun.core.errors import BadInput, SpecError
+from agentrun.core.fsutil import relpath
 from agentrun.spec.model import SourceRef, Spec, TaskGroup
 
 FORMATS = ("speckit", "kiro", "gsd", "taskmaster")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from agentrun.errors import BadInput, SpecError
-from agentrun.fsutil import atomic_write_text, read_text_exact, relpath
+from agentrun.core.errors import BadInput, SpecError
+from agentrun.core.fsutil import atomic_write_text, read_text_exact, relpath
 from agentrun.spec import frontmatter
 from agentrun.spec.model import Spec
 from agentrun.spec.writeback import set_frontmatter_value, upsert_section

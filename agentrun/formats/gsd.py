@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from agentrun.errors import SpecError
+from agentrun.core.errors import SpecError
 from agentrun.formats.model import Imported, Unit, bad_plan
 from agentrun.formats.order import check_graph
 from agentrun.spec import frontmatter

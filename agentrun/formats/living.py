@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentrun.fsutil import atomic_write_json
+from agentrun.core.fsutil import atomic_write_json
 from agentrun.spec.fingerprint import group_fingerprints
 from agentrun.spec.model import KeptGroup, Spec
 
@@ -102,8 +102,8 @@ def record_landed(spec: Spec, execution_dir: Path, landed: list[str], run_id: st
 def after_run(spec: Spec, root: Path, execution_dir: Path, state: Any) -> list[Path]:
     """What a finished run leaves for the next: the landed record, and the plan's own file
     marked where its tasks landed. The files written (for the run's report commit)."""
+    from agentrun.core.status import Status
     from agentrun.formats.writeback import write_back
-    from agentrun.protocol import Status
 
     landed = [gid for gid, g in state.groups.items()
               if g.status == Status.COMPLETE and spec.group(gid) is not None]

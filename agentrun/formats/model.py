@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentrun.errors import SpecError
+from agentrun.core.errors import SpecError
 
 
 @dataclass

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from agentrun.core.fsutil import atomic_write_text, read_text_exact
 from agentrun.formats import gsd, kiro, speckit
 from agentrun.formats.jsonspan import JsonSpanError, parse
 from agentrun.formats.text import checklist, tick_lines
-from agentrun.fsutil import atomic_write_text, read_text_exact
 from agentrun.spec.model import Spec
 
 

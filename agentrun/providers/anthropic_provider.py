@@ -15,7 +15,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agentrun.providers.base import Message, Request, ToolCall, Turn, Usage
+from agentrun.core.usage import Usage
+from agentrun.providers.base import Message, Request, ToolCall, Turn
 from agentrun.providers.errors import MalformedResponse, NotConfigured
 from agentrun.providers.sdk_errors import ErrorContext, classify, invalid_response
 from agentrun.providers.urls import public_url, sdk_endpoint, url_secrets

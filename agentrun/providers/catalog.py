@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.providers.errors import NotConfigured
 
 if TYPE_CHECKING:

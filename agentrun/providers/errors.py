@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentrun.errors import EXIT_CANNOT_START, AgentrunError
+from agentrun.core.errors import EXIT_CANNOT_START, AgentrunError
 from agentrun.providers.urls import scrub_urls
 
 

@@ -18,7 +18,8 @@ import json
 import threading
 from collections.abc import Callable
 
-from agentrun.providers.base import Request, ToolCall, Turn, Usage
+from agentrun.core.usage import Usage
+from agentrun.providers.base import Request, ToolCall, Turn
 from agentrun.providers.tokens import estimate_request, heuristic_tokens
 
 ReplyFunction = Callable[[Request], Turn | str]

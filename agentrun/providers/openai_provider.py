@@ -13,7 +13,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from agentrun.providers.base import Message, Request, ToolCall, Turn, Usage
+from agentrun.core.usage import Usage
+from agentrun.providers.base import Message, Request, ToolCall, Turn
 from agentrun.providers.errors import MalformedResponse, NotConfigured
 from agentrun.providers.sdk_errors import ErrorContext, classify, invalid_response
 from agentrun.providers.tokens import estimate_request, estimate_tokens

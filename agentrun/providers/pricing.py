@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentrun.errors import BadInput
-from agentrun.providers.base import Usage
+from agentrun.core.errors import BadInput
+from agentrun.core.usage import Usage
 from agentrun.providers.catalog import CATALOG, Price
 from agentrun.providers.tokens import bare_model, match_model
 

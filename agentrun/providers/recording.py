@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from agentrun.agent.transcript import Redactor, secret_values
-from agentrun.errors import BadInput
-from agentrun.fsutil import atomic_write_text
+from agentrun.core.errors import BadInput
+from agentrun.core.fsutil import atomic_write_text
 from agentrun.providers.base import Provider, Request, Turn
 from agentrun.providers.errors import ProviderError
 from agentrun.providers.scripted import FAULT_ERRORS

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrun.config import ProjectConfig, parse_config
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.project import user_settings
 from agentrun.providers.base import Provider
 from agentrun.providers.catalog import CATALOG, ProviderConfig, provider_names, provider_spec

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from agentrun.errors import BadInput
-from agentrun.providers.base import Request, ToolCall, Turn, Usage
+from agentrun.core.errors import BadInput
+from agentrun.core.usage import Usage
+from agentrun.providers.base import Request, ToolCall, Turn
 from agentrun.providers.errors import (
     AuthenticationFailed,
     BadRequest,

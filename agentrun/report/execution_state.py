@@ -12,11 +12,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentrun.errors import BadInput
-from agentrun.fsutil import atomic_write_json
+from agentrun.core.errors import BadInput
+from agentrun.core.fsutil import atomic_write_json
+from agentrun.core.results import Work
+from agentrun.core.status import RunStatus, Status, StopReason
+from agentrun.core.usage import Usage
 from agentrun.processes import alive
-from agentrun.protocol import RunStatus, Status, StopReason, Work
-from agentrun.providers.base import Usage
 
 
 class GroupState(Work):

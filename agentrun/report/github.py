@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentrun.errors import BadInput
-from agentrun.fsutil import relpath
-from agentrun.protocol import RunStatus
+from agentrun.core.errors import BadInput
+from agentrun.core.fsutil import relpath
+from agentrun.core.status import RunStatus
 from agentrun.report.escape import inline
 from agentrun.report.execution_state import RunState
 from agentrun.report.summary import STATUS_MARK, format_cost, review_outcome, review_words

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentrun.fsutil import atomic_write_text
+from agentrun.core.fsutil import atomic_write_text
 from agentrun.report.html_data import Bar, Report, collect
 
 REPORT_FILE = "report.html"

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from agentrun.fsutil import atomic_write_text
-from agentrun.protocol import Status
+from agentrun.core.fsutil import atomic_write_text
+from agentrun.core.status import Status
 from agentrun.report.execution_state import RunState
 from agentrun.report.summary import review_outcome, review_words
 

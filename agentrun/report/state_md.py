@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentrun.errors import BadInput
-from agentrun.fsutil import atomic_write_text, read_text_exact
+from agentrun.core.errors import BadInput
+from agentrun.core.fsutil import atomic_write_text, read_text_exact
 from agentrun.report.escape import inline
 
 TEMPLATE = """# SpecFlow State

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agentrun.protocol import Status
+from agentrun.core.status import Status
 from agentrun.report.escape import inline
 from agentrun.report.execution_state import GroupState, IntegrationCheck, RunState
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrun.agent.prompts import render
-from agentrun.errors import BadInput
-from agentrun.fsutil import relpath
+from agentrun.core.errors import BadInput
+from agentrun.core.fsutil import relpath
 from agentrun.gitcli import run_git
 from agentrun.project import Project
 from agentrun.report.escape import inline

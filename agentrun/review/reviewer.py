@@ -25,12 +25,12 @@ from agentrun.agent.definitions import AgentDefinition, load_agent
 from agentrun.agent.terminator import limits_for
 from agentrun.attempts import run_agent
 from agentrun.audit.runner import ModelAccess
-from agentrun.errors import BadInput, Interrupted
+from agentrun.core.errors import BadInput, Interrupted
+from agentrun.core.fsutil import atomic_write_json
+from agentrun.core.status import StopReason
+from agentrun.core.usage import Usage
 from agentrun.executors.base import AgentTask
-from agentrun.fsutil import atomic_write_json
 from agentrun.project import Project
-from agentrun.protocol import StopReason
-from agentrun.providers.base import Usage
 from agentrun.providers.pricing import cost_usd
 from agentrun.report.execution_state import ReviewRecord, RunState, save_state, state_path
 from agentrun.report.state_md import StateUpdate, update_state_file

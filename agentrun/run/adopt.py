@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentrun import workspace
-from agentrun.errors import AgentrunError
+from agentrun.core.errors import AgentrunError
+from agentrun.core.results import WorkerResult
+from agentrun.core.status import Status, StopReason
 from agentrun.plan import Batch
-from agentrun.protocol import Assignment, Status, StopReason, WorkerResult
+from agentrun.protocol import Assignment
 from agentrun.report.execution_state import RunState
 from agentrun.run.assignment import ref_safe
 from agentrun.run.backends import FinishedHandle, WorkerBackend, WorkerHandle, worker_pid

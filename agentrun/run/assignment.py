@@ -6,13 +6,9 @@ from pathlib import Path
 
 from agentrun.plan import Plan
 from agentrun.project import Project
-from agentrun.protocol import Assignment, GroupAssignment
+from agentrun.protocol import SHARED_SECTIONS, Assignment, GroupAssignment
 from agentrun.run.options import RunOptions
 from agentrun.spec.model import Spec
-
-# the spec sections every worker reads; the other groups' tasks are left out
-SHARED_SECTIONS = ("Context", "Task", "Goal Analysis", "Requirements", "Constraints",
-                   "Assumptions")
 
 
 def ref_safe(text: str) -> str:

@@ -17,10 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from agentrun.fsutil import atomic_write_json
+from agentrun.core.fsutil import atomic_write_json
+from agentrun.core.results import WorkerResult
+from agentrun.core.status import Status, StopReason
 from agentrun.plan import Batch
 from agentrun.processes import start_time
-from agentrun.protocol import Assignment, Status, StopReason, WorkerResult
+from agentrun.protocol import Assignment
 from agentrun.run import pool
 from agentrun.run.record import EventSink
 from agentrun.run.verify import Delivery

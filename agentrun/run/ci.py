@@ -26,10 +26,11 @@ from typing import Any
 
 from agentrun import workspace
 from agentrun.audit.runner import ModelAccess
-from agentrun.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, CannotStart
+from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, CannotStart
+from agentrun.core.results import WorkerResult
+from agentrun.core.status import RunStatus, Status
 from agentrun.plan import Batch, Plan, Wave
 from agentrun.project import Project
-from agentrun.protocol import RunStatus, Status, WorkerResult
 from agentrun.providers.errors import NotConfigured
 from agentrun.report.execution_state import RunState, load_state, save_state, state_path
 from agentrun.run import scheduler

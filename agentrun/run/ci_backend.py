@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Protocol
 
 from agentrun import workspace
+from agentrun.core.results import WorkerResult
+from agentrun.core.status import Status, StopReason
 from agentrun.plan import Batch
-from agentrun.protocol import Status, StopReason, WorkerResult
 from agentrun.run.assignment import ci_branch, ref_safe
 from agentrun.run.backends import FinishedHandle, WorkerHandle
 from agentrun.run.verify import Delivery

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agentrun import workspace
-from agentrun.errors import BadInput
-from agentrun.protocol import RunStatus
+from agentrun.core.errors import BadInput
+from agentrun.core.status import RunStatus
 from agentrun.report.execution_state import load_state
 from agentrun.run.leftovers import is_check_branch
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.providers.catalog import ProviderConfig, provider_spec
 from agentrun.providers.urls import public_url, scrub_urls
 

@@ -8,8 +8,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from agentrun.core.results import WorkerResult
+from agentrun.core.status import StopReason
 from agentrun.plan import Batch
-from agentrun.protocol import StopReason, WorkerResult
 from agentrun.run.backends import WorkerBackend, WorkerHandle
 from agentrun.run.verify import Delivery
 

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from agentrun import workspace
-from agentrun.errors import EXIT_FAILED, AgentrunError
+from agentrun.core.errors import EXIT_FAILED, AgentrunError
+from agentrun.core.status import Status, StopReason
 from agentrun.plan import Batch
-from agentrun.protocol import SandboxSettings, Status, StopReason
+from agentrun.protocol import SandboxSettings
 from agentrun.report.execution_state import IntegrationCheck, RunState
 from agentrun.run.record import Recorder
 from agentrun.sandbox.base import Sandbox

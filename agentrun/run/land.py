@@ -19,8 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from agentrun import workspace
+from agentrun.core.results import WorkerResult
+from agentrun.core.status import Status, StopReason
 from agentrun.plan import Batch
-from agentrun.protocol import Status, StopReason, WorkerResult
 from agentrun.report.execution_state import RunState
 from agentrun.run.record import Recorder
 from agentrun.run.target import Target

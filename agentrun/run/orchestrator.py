@@ -15,18 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from agentrun import processes, telemetry, workspace
-from agentrun.errors import AgentrunError, CannotStart, NoSpace, no_space
-from agentrun.fsutil import relpath, remove_stale_temps
+from agentrun.core.errors import AgentrunError, CannotStart, NoSpace, no_space
+from agentrun.core.fsutil import relpath, remove_stale_temps
+from agentrun.core.results import WorkerResult
+from agentrun.core.status import RunStatus, Status, StopReason
 from agentrun.plan import Batch, Plan, Wave
 from agentrun.project import Project
-from agentrun.protocol import (
-    Assignment,
-    GroupAssignment,
-    RunStatus,
-    Status,
-    StopReason,
-    WorkerResult,
-)
+from agentrun.protocol import Assignment, GroupAssignment
 from agentrun.report.execution_state import (
     GroupState,
     RunState,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from agentrun import workspace
 from agentrun.config import CONFIG_FILE
-from agentrun.fsutil import read_capped, relpath
+from agentrun.core.fsutil import read_capped, relpath
 from agentrun.project import Project
 from agentrun.spec.model import Spec
 

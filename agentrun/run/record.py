@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from agentrun import workspace
-from agentrun.errors import NoSpace, no_space
-from agentrun.fsutil import (
+from agentrun.core.errors import NoSpace, no_space
+from agentrun.core.fsutil import (
     atomic_write_json,
     atomic_write_text,
     read_text_exact,

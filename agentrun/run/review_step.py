@@ -24,11 +24,13 @@ from typing import Any, Protocol
 
 from agentrun import workspace
 from agentrun.audit.runner import ModelAccess
-from agentrun.errors import AgentrunError, Interrupted
-from agentrun.fsutil import atomic_write_json
+from agentrun.core.errors import AgentrunError, Interrupted
+from agentrun.core.fsutil import atomic_write_json
+from agentrun.core.results import WorkerResult
+from agentrun.core.status import RunStatus, Status, StopReason
 from agentrun.plan import Batch, Plan
 from agentrun.project import Project
-from agentrun.protocol import GroupAssignment, RunStatus, Status, StopReason, WorkerResult
+from agentrun.protocol import GroupAssignment
 from agentrun.providers.pricing import cost_usd
 from agentrun.report.execution_state import (
     GroupState,

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from agentrun.core.status import RunStatus, Status, StopReason
 from agentrun.plan import Batch, Wave
-from agentrun.protocol import RunStatus, Status, StopReason
 from agentrun.report.execution_state import GroupState, RunState
 from agentrun.spec.model import Spec
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrun import workspace
-from agentrun.errors import BadInput, CannotStart, NoSpace, no_space
-from agentrun.fsutil import check_file_or_absent, check_folder_or_absent, check_link_inside
+from agentrun.core.errors import BadInput, CannotStart, NoSpace, no_space
+from agentrun.core.fsutil import check_file_or_absent, check_folder_or_absent, check_link_inside
 from agentrun.gitlock import clear_git_locks
 from agentrun.project import find_project
 from agentrun.report.execution_state import state_path

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from agentrun.agent.allowance import Grant
-from agentrun.protocol import Status, StopReason, WorkerResult
-from agentrun.providers.base import Usage
+from agentrun.core.results import WorkerResult
+from agentrun.core.status import Status, StopReason
+from agentrun.core.usage import Usage
 from agentrun.providers.pricing import cost_usd
 from agentrun.report.execution_state import RunState
 from agentrun.run.backends import WorkerHandle

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentrun import workspace
-from agentrun.protocol import StopReason
+from agentrun.core.status import StopReason
 from agentrun.report.execution_state import RunState
 from agentrun.run.record import Recorder
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentrun import workspace
-from agentrun.fsutil import atomic_write_json
-from agentrun.protocol import Status, StopReason, WorkerResult
+from agentrun.core.fsutil import atomic_write_json
+from agentrun.core.results import WorkerResult
+from agentrun.core.status import Status, StopReason
 from agentrun.report.execution_state import RunState
 from agentrun.run.policy import MergePolicy
 from agentrun.run.record import Recorder

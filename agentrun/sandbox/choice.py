@@ -15,8 +15,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentrun.config import SandboxLimits
-from agentrun.errors import BadInput, CannotStart
+from agentrun.core.errors import BadInput, CannotStart
+from agentrun.core.limits import SandboxLimits
 from agentrun.gitcli import git
 from agentrun.protocol import SandboxSettings
 from agentrun.sandbox.base import Sandbox, SpawnListener

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from agentrun.errors import SpecError
+from agentrun.core.errors import SpecError
 from agentrun.spec.markdown import Doc, split_lines
 from agentrun.spec.model import FrontmatterStyle
 from agentrun.yamlload import safe_load

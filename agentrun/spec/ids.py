@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from agentrun.errors import SpecError
+from agentrun.core.errors import SpecError
 from agentrun.spec.model import Spec
 
 SPEC_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from markdown_it.token import Token
 
-from agentrun.errors import SpecError
+from agentrun.core.errors import SpecError
 from agentrun.spec import frontmatter
 from agentrun.spec.groups import extract
 from agentrun.spec.markdown import (

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from agentrun.errors import EXIT_FAILED, AgentrunError, SpecError
-from agentrun.fsutil import atomic_write_text
+from agentrun.core.errors import EXIT_FAILED, AgentrunError, SpecError
+from agentrun.core.fsutil import atomic_write_text
 from agentrun.spec import frontmatter
 from agentrun.spec.markdown import Doc, Heading, norm_title, plain, split_lines
 from agentrun.yamlload import safe_load

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.tools.base import INVALID_ARGUMENTS, TOOL_ERROR, ToolContext, ToolResult
 from agentrun.tools.names import resolve_tool_names
 from agentrun.tools.tooldef import ArgsTool, ToolArgs

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentrun.config import DEFAULT_MAX_WRITE_BYTES
+from agentrun.core.limits import DEFAULT_MAX_WRITE_BYTES
+from agentrun.core.secrets import SECRET_SUFFIXES
 from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.local import LocalSandbox
-from agentrun.secrets import SECRET_SUFFIXES
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

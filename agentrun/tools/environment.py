@@ -18,9 +18,9 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from agentrun.core.secrets import is_secret_name
 from agentrun.layout import import_env
 from agentrun.removal import remove_tree
-from agentrun.secrets import is_secret_name
 from agentrun.tools.base import CommandPolicy
 from agentrun.tools.redaction import REDACTED as REDACTED  # re-exported for callers
 from agentrun.tools.redaction import redact as redact

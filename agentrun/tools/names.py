@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 
 ALL_TOOLS: tuple[str, ...] = (
     "read_file", "write_file", "edit_file", "list_files", "search_files", "run_command",

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrun.errors import BadInput
+from agentrun.core.errors import BadInput
 from agentrun.tools.paths import is_control_name, is_git_name, within
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agentrun.errors import Interrupted
+from agentrun.core.errors import Interrupted
 from agentrun.providers.base import ToolSpec
 from agentrun.tools.agent_tools import CheckTokenBudget, SpawnSubagent, SubmitResult
 from agentrun.tools.base import TOOL_ERROR, UNKNOWN_TOOL, ToolContext, ToolResult

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agentrun.errors import Interrupted
+from agentrun.core.errors import Interrupted
 from agentrun.providers.base import ToolSpec
 from agentrun.tools.base import (
     INVALID_ARGUMENTS,

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agentrun.errors import (
+from agentrun.core.errors import (
     NO_SPACE_ERRNOS,
     NOT_WRITABLE_ERRNOS,
     BadInput,
