@@ -20,8 +20,8 @@ from fake_model_server import FakeModelServer, Reply
 from test_executor_claude_code import API_KEY, CACHE, PACKAGE, make_project, report, run
 from test_executor_claude_code import USAGE as CLI_USAGE
 
-from agentrun.executors.keyproxy import ANTHROPIC, OPENAI, Api, KeyProxy, Route
 from agentrun.core.usage import Usage
+from agentrun.executors.keyproxy import ANTHROPIC, OPENAI, Api, KeyProxy, Route
 
 KEY = "sk-real-key-held-by-the-proxy"
 USAGE = {"input_tokens": 100, "output_tokens": 7, "cache_read_tokens": 30,

@@ -17,8 +17,8 @@ def status(
     from rich.table import Table
 
     from agentrun.core.errors import BadInput
-    from agentrun.project import active_spec_name, find_project
     from agentrun.core.status import RunStatus
+    from agentrun.project import active_spec_name, find_project
     from agentrun.report.execution_state import load_state, state_path
     from agentrun.report.state_md import read_state_md
     from agentrun.report.summary import STATUS_MARK, format_cost, kept_worktrees, review_words
