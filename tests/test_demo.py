@@ -5,7 +5,7 @@ from __future__ import annotations
 from clirun import agentrun, plain_python_env
 from gitutil import run_git
 
-from agentrun.sandbox.bwrap import unavailable_reason
+from agentrun.sandbox.jail import unavailable_reason
 
 
 def test_demo_runs_the_example_end_to_end(tmp_path):

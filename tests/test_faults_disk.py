@@ -18,7 +18,7 @@ import yaml
 from clirun import ENTRY_POINT, cli_env
 from runkit import make_project, scripted, spec_text, writes
 
-from agentrun.sandbox.bwrap import unavailable_reason
+from agentrun.sandbox.jail import unavailable_reason
 
 REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None or shutil.which("bwrap") is None,

@@ -27,7 +27,7 @@ from fake_model_server import FakeModelServer, RecordedRequest, Reply
 from gitutil import init_repo, run_git
 from test_review_cli import met
 
-from agentrun.sandbox.bwrap import unavailable_reason
+from agentrun.sandbox.jail import unavailable_reason
 
 PYPROJECT = """[build-system]
 requires = ["hatchling"]

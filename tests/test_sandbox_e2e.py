@@ -24,7 +24,7 @@ from clirun import agentrun
 from gitutil import run_git
 from runkit import command, make_project, scripted, spec_text, submit, writes
 
-from agentrun.sandbox.bwrap import unavailable_reason
+from agentrun.sandbox.jail import unavailable_reason
 
 REASON = unavailable_reason()
 needs_bwrap = pytest.mark.skipif(REASON is not None, reason=f"bubblewrap unusable: {REASON}")

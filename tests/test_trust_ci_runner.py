@@ -15,8 +15,8 @@ from gitutil import init_repo
 
 from agentrun.core.errors import BadInput
 from agentrun.report.github import outputs_file, write_outputs
-from agentrun.sandbox.bwrap import unavailable_reason
 from agentrun.sandbox.choice import make_sandbox
+from agentrun.sandbox.jail import unavailable_reason
 from agentrun.tools.environment import command_env
 
 CONTROL = {"GITHUB_ENV": "/runner/set_env", "GITHUB_PATH": "/runner/add_path",

@@ -27,7 +27,7 @@ import pytest
 from clirun import ENTRY_POINT, cli_env
 from runkit import command, make_project, scripted, spec_text, writes
 
-from agentrun.sandbox.bwrap import Jail, Limits, confine, unavailable_reason
+from agentrun.sandbox.jail import Jail, JailLimits, confine, unavailable_reason
 
 REASON = unavailable_reason()
 needs_bwrap = pytest.mark.skipif(REASON is not None, reason=f"bubblewrap unusable: {REASON}")
@@ -285,7 +285,7 @@ else:
 '''
 
 
-def jailed_python(where: Path, what: str, limits: Limits, *, nobody: bool = False) -> str:
+def jailed_python(where: Path, what: str, limits: JailLimits, *, nobody: bool = False) -> str:
     """GREEDY in a jail around `where` (as the user nobody: the kernel enforces a process
     limit on every user but root)."""
     python = "/usr/bin/python3" if nobody else sys.executable

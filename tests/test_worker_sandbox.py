@@ -18,7 +18,7 @@ from runkit import command, submit, writes
 from test_worker_cmd import make_assignment
 
 from agentrun.core.results import WorkerResult
-from agentrun.sandbox.bwrap import unavailable_reason
+from agentrun.sandbox.jail import unavailable_reason
 from agentrun.worker import run_assignment
 
 

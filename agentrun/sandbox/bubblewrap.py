@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from agentrun.sandbox.base import CommandResult, SpawnListener, unchanged
-from agentrun.sandbox.bwrap import Jail, confine
+from agentrun.sandbox.jail import Jail, confine
 from agentrun.sandbox.local import LocalSandbox
 
 

@@ -21,10 +21,10 @@ from agentrun.gitcli import git
 from agentrun.protocol import SandboxSettings
 from agentrun.sandbox.base import Sandbox, SpawnListener
 from agentrun.sandbox.bubblewrap import BwrapSandbox
-from agentrun.sandbox.bwrap import (
+from agentrun.sandbox.jail import (
     INSTALL_HINT,
     Jail,
-    Limits,
+    JailLimits,
     bwrap_executable,
     unavailable_reason,
 )
@@ -89,7 +89,7 @@ def make_sandbox(mode: str, worktree: Path, *, network: bool = False,
     return BwrapSandbox(jail, exe, on_spawn=on_spawn), choice
 
 
-def resource_limits(limits: SandboxLimits) -> Limits:
+def resource_limits(limits: SandboxLimits) -> JailLimits:
     """The `sandbox: limits:` setting in bytes and processes (memory by default half the
     machine's, at least 2 GiB)."""
     mb = 1024 * 1024
@@ -99,7 +99,7 @@ def resource_limits(limits: SandboxLimits) -> Limits:
             memory = max(2048, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // mb // 2)
         except (ValueError, OSError):
             memory = 0
-    return Limits(file_size=limits.file_size_mb * mb, processes=limits.processes,
+    return JailLimits(file_size=limits.file_size_mb * mb, processes=limits.processes,
                   memory=memory * mb)
 
 

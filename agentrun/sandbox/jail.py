@@ -1,4 +1,5 @@
-"""Bubblewrap confinement: the argv that runs one command in a fresh Linux sandbox.
+"""The bubblewrap jail: the argv that runs one command in a fresh Linux sandbox (the sandbox
+that runs commands through it is `bubblewrap.py`).
 
 What a command sees: the system's own folders (`/usr`, `/etc`, `/opt`, ...) read-only, and of
 the rest only what it needs — its worktree read-write (read-only for the auditor and the
@@ -38,7 +39,7 @@ _TOOL_BINS = ("bin", "sbin", ".bin")  # a tool directory whose parent is its ins
 
 
 @dataclass(frozen=True)
-class Limits:
+class JailLimits:
     """What one command may take inside the jail (0: no limit): the largest file it may write
     (bytes), the processes and threads at once (RLIMIT_NPROC: the kernel counts the user's,
     those of the sandbox's user namespace, and exempts root), the memory each process may
@@ -62,7 +63,7 @@ class Jail:
     home_allow: tuple[Path, ...] = ()  # paths under home to expose read-only
     path_env: str | None = None  # PATH of the command (its tool directories stay visible)
     writable_paths: tuple[Path, ...] = ()  # outside the worktree: a CLI's config, run caches
-    limits: Limits = Limits()
+    limits: JailLimits = JailLimits()
 
 
 def bwrap_executable() -> str | None:
@@ -139,7 +140,7 @@ def confine(argv: Sequence[str], jail: Jail, exe: str = "bwrap",
     return args
 
 
-def limited(limits: Limits) -> list[str]:
+def limited(limits: JailLimits) -> list[str]:
     """A prefix that runs a command (the argv after it) under `limits`, soft and hard (so the
     command cannot raise them), each at most what this process may grant."""
     settings = [(flag, value // unit, resource_id) for flag, value, unit, resource_id in (

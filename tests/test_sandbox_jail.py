@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from gitutil import init_repo, run_git
 
-from agentrun.sandbox.bwrap import Jail, confine, unavailable_reason
+from agentrun.sandbox.jail import Jail, confine, unavailable_reason
 
 REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"bubblewrap unusable: {REASON}")
