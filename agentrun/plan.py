@@ -163,7 +163,7 @@ def make_batches(group_ids: list[str], max_workers: int | None = None) -> list[B
 
 
 def detect_mode(spec: Spec, layers: list[list[str]]) -> tuple[Mode, str]:
-    """DESIGN §5: orchestrated only when at least two groups can run in the same wave."""
+    """Orchestrated only when at least two groups can run in the same wave."""
     if spec.section("Implementation Tasks") is None and not spec.groups:
         return "single", "no Implementation Tasks section"
     if not spec.groups:

@@ -3,7 +3,7 @@ another attempt can fix it.
 
 A validation command (the project's tests or build) runs whenever an attempt claims success;
 a non-zero exit turns the claim into a failure whose error is the command's output. Failures
-are sorted into the seed's retry conditions so that a run can choose which ones to retry:
+are sorted into retry conditions so that a run can choose which ones to retry:
 build_errors, test_failures, tool_errors, max_steps.
 """
 

@@ -13,8 +13,8 @@ Everything per worker is derived from the run record: the orchestrator's events
 (`.specflow/runs/<id>/events.ndjson`, timestamps `t`) and each worker's progress file. The
 events do not say when a worktree's creation starts, so "worktree" is the gap between two
 worker_start events (it includes starting the previous worker: milliseconds once the
-forkserver runs) next to a direct measurement on the same repository. Prints figures only; the
-goals of issue 5 are shown next to them. The machine is shared: use --repeat.
+forkserver runs) next to a direct measurement on the same repository. Prints figures only, with
+the goals next to them. The machine is shared: use --repeat.
 
     .venv/bin/python bench/orchestration.py [--workers 8] [--latency 0.2] [--files 2000]
         [--calls 5] [--repeat 1] [--no-single] [--no-sdk] [--keep] [--dir /dev/shm]

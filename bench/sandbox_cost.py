@@ -3,7 +3,7 @@ command unconfined, through the same `Sandbox.run` a worker uses.
 
 Builds a throwaway repository with a linked worktree (as a worker's), then runs each command
 `--runs` times in a `LocalSandbox` and in a `BwrapSandbox`, alternating, and prints the medians
-and the added cost per command (goal of issue 11: at most 20 ms).
+and the added cost per command (the goal: at most 20 ms).
 
     .venv/bin/python bench/sandbox_cost.py [--runs 30] [--dir /dev/shm]
 """

@@ -25,7 +25,7 @@ def estimate(groups: list[tuple[str, int]], total: int, single: bool = False,
                            single_context=single)
 
 
-def test_entry_follows_the_seed_format_with_the_measured_table():
+def test_entry_has_the_history_format_with_the_measured_table():
     entry = render_entry(EntryData(
         version=3, when=WHEN, status="NEEDS_REVISION",
         critical=["Agent file structure not specified", "Criterion 5 is unmeasurable"],

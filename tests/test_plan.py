@@ -1,4 +1,4 @@
-"""Planning rules (DESIGN §5) on Spec objects built directly, independent of the parser."""
+"""Planning rules on Spec objects built directly, independent of the parser."""
 
 from pathlib import Path
 

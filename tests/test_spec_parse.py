@@ -329,7 +329,7 @@ def test_spec_without_structure_still_parses():
 
 # -- realistic fixtures ---------------------------------------------------------------------
 
-def test_fixture_in_seed_style_with_audit_history():
+def test_fixture_with_audit_history():
     spec = load_spec(FIXTURES / "SPEC-041.md")
     assert spec.id == "SPEC-041"
     assert spec.title == "SPEC-041: Resumable Runs — Checkpoint & Resume"

@@ -12,7 +12,7 @@ from agentrun.core.errors import BadInput, Interrupted
 from agentrun.tools import ALL_TOOLS, Toolset, resolve_tool_names, tool_specs
 from agentrun.tools.base import INVALID_ARGUMENTS, TOOL_ERROR, UNKNOWN_TOOL, ToolContext
 
-# DESIGN §6: name -> (required, optional)
+# each tool's arguments: name -> (required, optional)
 SIGNATURES = {
     "read_file": (["path"], ["offset", "limit"]),
     "write_file": (["path", "content"], []),

@@ -1,4 +1,4 @@
-"""`agentrun worker --assignment FILE`: one assignment end to end, result per DESIGN §6."""
+"""`agentrun worker --assignment FILE`: one assignment end to end, its result JSON."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ context-window gauge. Every model call adds its full `Usage.total`:
 because the model still processes it and the budget's job is to bound the work done; exact
 figures come from the provider's response, never from an estimate.
 
-Thresholds follow the seed: >=50% summarise, >=70% spawn a sub-agent, >=90% complete now. Unlike
-the seed, 100% is enforced by the loop (the attempt stops with stop_reason "budget").
+Thresholds: >=50% summarise, >=70% spawn a sub-agent, >=90% complete now; 100% is enforced by
+the loop (the attempt stops with stop_reason "budget").
 """
 
 from __future__ import annotations

@@ -155,7 +155,7 @@ def check_groups(spec: Spec) -> list[Finding]:
 
 
 def check_scope(spec: Spec) -> list[Finding]:
-    """Seed 003: a large spec without task groups should be decomposed first."""
+    """A large spec without task groups should be decomposed first."""
     if spec.groups:
         return []
     files = len(set(spec.files_to_create) | set(spec.files_to_modify))

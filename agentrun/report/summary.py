@@ -1,4 +1,4 @@
-"""The `## Execution Summary` a run writes into its spec (seed 003's shape, plus accounting)."""
+"""The `## Execution Summary` a run writes into its spec (its shape, plus accounting)."""
 
 from __future__ import annotations
 
