@@ -33,8 +33,10 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, overload
 
 from agentrun.core.errors import AgentrunError, CannotStart
 from agentrun.core.secrets import without_secrets
@@ -396,7 +398,13 @@ def _repo_settings(cwd: Path, carried: list[tuple[str, str]]) -> _Settings:
     return found
 
 
-def _entries(output: str, *, origin: bool):
+@overload
+def _entries(output: str, *, origin: Literal[False]) -> Iterator[tuple[str, str, str]]: ...
+@overload
+def _entries(output: str, *, origin: Literal[True]
+             ) -> Iterator[tuple[tuple[str, str], str, str]]: ...
+def _entries(output: str, *, origin: bool
+             ) -> Iterator[tuple[str | tuple[str, str], str, str]]:
     """(scope, key, value) — or ((scope, origin), key, value) — of `git config -z
     --show-scope [--show-origin] --get-regexp` output."""
     items = output.split("\0")

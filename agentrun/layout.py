@@ -25,6 +25,7 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 MAX_CONFIG_BYTES = 256 * 1024  # pyproject.toml / setup.cfg larger than this are not read
 _PYTHON_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
@@ -61,7 +62,7 @@ def import_env(worktree: Path, env: Mapping[str, str]) -> dict[str, str]:
 def _configured_roots(root: Path) -> list[str]:
     roots: list[str] = []
     data = _toml(root / "pyproject.toml")
-    tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
+    tool = _table(data, "tool")
     setuptools = _table(tool, "setuptools")
     package_dir = setuptools.get("package-dir")
     if isinstance(package_dir, dict) and isinstance(package_dir.get(""), str):
@@ -72,7 +73,8 @@ def _configured_roots(root: Path) -> list[str]:
     wheel = _table(_table(hatch, "targets"), "wheel")
     roots += [str(Path(p).parent) for p in _strings(wheel.get("packages"))]
     poetry = _table(tool, "poetry")
-    packages = poetry.get("packages") if isinstance(poetry.get("packages"), list) else []
+    listed = poetry.get("packages")
+    packages: list[Any] = listed if isinstance(listed, list) else []
     roots += [p["from"] for p in packages if isinstance(p, dict) and isinstance(p.get("from"),
                                                                                   str)]
     pdm = _table(_table(tool, "pdm"), "build")
@@ -113,7 +115,7 @@ def _clean(folder: str) -> str | None:
     return path.as_posix() if path.parts else "."
 
 
-def _toml(path: Path) -> dict:
+def _toml(path: Path) -> dict[str, Any]:
     text = _read(path)
     try:
         return tomllib.loads(text) if text else {}
@@ -137,7 +139,7 @@ def _is_file(path: Path) -> bool:
     return path.is_file() and not path.is_symlink()
 
 
-def _table(data: object, key: str) -> dict:
+def _table(data: object, key: str) -> dict[str, Any]:
     value = data.get(key) if isinstance(data, dict) else None
     return value if isinstance(value, dict) else {}
 

@@ -122,7 +122,7 @@ def compute_layers(groups: list[TaskGroup]) -> list[list[str]]:
                              "the cycle") from None
     layers: list[list[str]] = []
     while sorter.is_active():
-        ready = sorted(sorter.get_ready(), key=order.get)
+        ready = sorted(sorter.get_ready(), key=order.__getitem__)
         layers.append(ready)
         sorter.done(*ready)
     return layers

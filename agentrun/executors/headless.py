@@ -225,7 +225,7 @@ def read_report(final_message: str, error: str | None = None) -> Submission | st
     if not blocks:
         return "the final message has no fenced JSON block with the result"
     try:
-        args = SubmitResult.Args.model_validate_json(blocks[-1])
+        args = SubmitResult.ResultArgs.model_validate_json(blocks[-1])
     except ValidationError as exc:
         err = exc.errors()[0]
         return f"the result block is invalid: {'.'.join(map(str, err['loc']))}: {err['msg']}"

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from agentrun.core.errors import BadInput, SpecError
 from agentrun.core.fsutil import relpath
+from agentrun.formats.model import Imported
 from agentrun.spec.model import SourceRef, Spec, TaskGroup
 
 FORMATS = ("speckit", "kiro", "gsd", "taskmaster")
@@ -26,14 +27,15 @@ class Reader(Protocol):
 
     def detect(self, text: str) -> bool: ...
 
-    def read(self, path: Path, text: str, spec_id: str): ...  # -> Imported
+    def read(self, path: Path, text: str, spec_id: str) -> Imported: ...
 
 
 def reader(name: str) -> Reader:
     from agentrun.formats import gsd, kiro, speckit, taskmaster
 
-    return {"speckit": speckit, "kiro": kiro, "gsd": gsd,  # type: ignore[return-value]
-            "taskmaster": taskmaster}[name]
+    readers: dict[str, Reader] = {"speckit": speckit, "kiro": kiro, "gsd": gsd,
+                                  "taskmaster": taskmaster}
+    return readers[name]
 
 
 def check_choice(fmt: str | None) -> str | None:
@@ -78,7 +80,7 @@ def spec_id_for(fmt: str, path: Path) -> str:
     return re.sub(r"-{2,}", "-", re.sub(r"[^A-Za-z0-9._-]", "-", name)).strip("-.")
 
 
-def read_plan(path: Path, fmt: str):  # -> Imported
+def read_plan(path: Path, fmt: str) -> Imported:
     """Read the plan at `path` (a file, or a GSD phase folder) in format `fmt`."""
     spec_id = spec_id_for(fmt, path)
     if fmt == "gsd":
@@ -104,7 +106,7 @@ def read_text(path: Path) -> str:
                         "save the plan as UTF-8 text", path=str(path)) from None
 
 
-def to_spec(imported, root: Path) -> Spec:  # imported: Imported
+def to_spec(imported: Imported, root: Path) -> Spec:
     """The spec a run of the plan uses: sections and criteria as `render` writes them, the
     groups exactly as the format reads them. Its path is where a run keeps its record."""
     from agentrun.formats.companion import companion_path
@@ -129,7 +131,7 @@ def to_spec(imported, root: Path) -> Spec:  # imported: Imported
     return spec
 
 
-def load(path: Path, root: Path, fmt: str | None = None) -> tuple[Spec, object | None]:
+def load(path: Path, root: Path, fmt: str | None = None) -> tuple[Spec, Imported | None]:
     """The spec at `path` in any format, and the `Imported` plan (None for a native spec).
 
     The spec a run of a plan keeps (frontmatter `source:`) stands for that plan."""

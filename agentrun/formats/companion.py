@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from agentrun.core.errors import BadInput, SpecError
 from agentrun.core.fsutil import atomic_write_text, read_text_exact, relpath
@@ -39,7 +40,7 @@ def linked_plan(path: Path, root: Path) -> tuple[Path, str] | None:
     return (root / source, str(fmt))
 
 
-def _meta(path: Path) -> dict | None:
+def _meta(path: Path) -> dict[str, Any] | None:
     if path.suffix != ".md" or not path.is_file():
         return None
     try:
@@ -80,6 +81,8 @@ def write(spec: Spec, root: Path) -> bool:
     new = old
     for title in GENERATED:
         wanted = _body(spec.text, title)
+        if wanted is None:  # not in the plan's spec (render writes them all): left as it is
+            continue
         current = _body(new, title)
         if current is None or _BOX.sub(r"\1 \2", current) != wanted:
             new = upsert_section(new, title, wanted)

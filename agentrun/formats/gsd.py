@@ -208,10 +208,10 @@ def _unit(plan: _Plan) -> tuple[Unit, list[str]]:
         action = _block(body, "action")
         if action:
             parts.append(_dedent(action))
-        done = _block(body, "done")
-        if done:
-            parts.append(f"Done when: {_dedent(done)}")
-            criteria.append(f"{plan.id} {name}: {' '.join(done.split())}")
+        done_when = _block(body, "done")
+        if done_when:
+            parts.append(f"Done when: {_dedent(done_when)}")
+            criteria.append(f"{plan.id} {name}: {' '.join(done_when.split())}")
         tasks.append("\n".join(parts))
         verify = _block(body, "verify")
         if verify:

@@ -207,9 +207,9 @@ def _spec_md(path: Path, imported: Imported, story_of: dict[str, int]) -> None:
             criteria.extend(_item(x) for x in body if re.match(r"^\s*(?:[-*]|\d+\.)\s+", x))
     imported.criteria = [c for c in criteria if c]
     for unit in imported.units:
-        number = story_of.get(unit.gid)
-        if number in stories:
-            unit.context += f"\nUser story (spec.md): {stories[number]}"
+        story_number = story_of.get(unit.gid)
+        if story_number is not None and story_number in stories:
+            unit.context += f"\nUser story (spec.md): {stories[story_number]}"
 
 
 def _item(line: str) -> str:

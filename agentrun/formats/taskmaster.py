@@ -68,7 +68,8 @@ def read(path: Path, text: str, spec_id: str) -> Imported:
     criteria: list[str] = []
     context: list[str] = []
     for number, (tag, holder) in enumerate(tags, start=1):
-        meta = holder.get("metadata") if isinstance(holder.get("metadata"), dict) else {}
+        metadata = holder.get("metadata")
+        meta: dict[str, Any] = metadata if isinstance(metadata, dict) else {}
         if tag is not None:
             described = f": {meta['description']}" if meta.get("description") else ""
             context.append(f"Tag {tag}{described}")

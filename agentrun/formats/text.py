@@ -17,7 +17,7 @@ from agentrun.spec.refs import looks_like_path
 _ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+\[([ xX])\](\*?)[ \t]*(.*)$")
 _SPAN = re.compile(r"(`+)(.+?)\1")
 _QUOTES = "`'\",;:!?*"
-_PAIRS = ("()", "[]", "{}", "<>")
+_PAIRS = (("(", ")"), ("[", "]"), ("{", "}"), ("<", ">"))
 # `Node.js` and `Vue.js` name technologies, not files
 _TECH = re.compile(r"^[A-Z][A-Za-z0-9]*\.js$")
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from agentrun.core.fsutil import atomic_write_text, read_text_exact
 from agentrun.formats import gsd, kiro, speckit
-from agentrun.formats.jsonspan import JsonSpanError, parse
-from agentrun.formats.text import checklist, tick_lines
+from agentrun.formats.jsonspan import JsonSpanError, ObjectSpan, parse
+from agentrun.formats.text import Item, checklist, tick_lines
 from agentrun.spec.model import Spec
 
 
@@ -54,7 +54,7 @@ def write_back(spec: Spec, root: Path, landed: list[str]) -> list[Path]:
 def _checklist(text: str, ids: list[str], pattern: re.Pattern[str], mark: str,
                containers: dict[str, list[str]]) -> str:
     items = checklist(text).items
-    by_id = {}
+    by_id: dict[str, Item] = {}
     for item in items:
         m = pattern.match(item.head)
         if m:
@@ -103,18 +103,19 @@ def _taskmaster(text: str, ids: list[str]) -> str:
                                        task.get("subtasks") or [] if isinstance(s, dict)]
             for sid, obj in objects:
                 if sid in wanted and obj.get("status") != "done":
-                    edits.append(_status_edit(body, spans[id(obj)], obj))
+                    edits.append(_status_edit(body, spans[id(obj)]))
     for start, end, replacement in sorted(edits, reverse=True):
         body = body[:start] + replacement + body[end:]
     return bom + body
 
 
-def _status_edit(body: str, span, obj: dict) -> tuple[int, int, str]:
+def _status_edit(body: str, span: ObjectSpan) -> tuple[int, int, str]:
     if "status" in span.values:
         start, end = span.values["status"]
         return start, end, '"done"'
     if span.last_value_end < 0:  # an empty object
         return span.start + 1, span.end - 1, '"status": "done"'
     line_start = body.rfind("\n", 0, span.last_value_end) + 1
-    indent = re.match(r"[ \t]*", body[line_start:]).group(0)  # type: ignore[union-attr]
+    line = body[line_start:]
+    indent = line[:len(line) - len(line.lstrip(" \t"))]
     return span.last_value_end, span.last_value_end, f',\n{indent}"status": "done"'

@@ -90,7 +90,7 @@ class ScriptedProvider:
 
     name = "scripted"
 
-    def __init__(self, script: dict | list, model: str = "scripted", *,
+    def __init__(self, script: object, model: str = "scripted", *,
                  source: str = "<script>") -> None:
         self.model = model
         self.source = source
@@ -181,7 +181,7 @@ class ScriptedProvider:
 
     # -- validation ---------------------------------------------------------------------------
 
-    def _parse(self, script: Any) -> None:
+    def _parse(self, script: object) -> None:
         if isinstance(script, list):
             self._default = self._cursor("default", "default", script)
             return

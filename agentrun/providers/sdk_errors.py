@@ -12,7 +12,7 @@ import json
 import time
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from agentrun.providers.errors import (
     AuthenticationFailed,
@@ -26,6 +26,8 @@ from agentrun.providers.errors import (
     ServerError,
 )
 from agentrun.providers.urls import public_url
+
+_E = TypeVar("_E", bound=ProviderError)
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,5 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
     return text
 
 
-def _redacted(cls: type[ProviderError], ctx: ErrorContext, message: str, hint: str,
-              **kw: Any) -> ProviderError:
+def _redacted(cls: type[_E], ctx: ErrorContext, message: str, hint: str, **kw: Any) -> _E:
     return cls(redact(message, ctx.secrets), redact(hint, ctx.secrets), **kw)

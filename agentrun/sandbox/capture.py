@@ -6,9 +6,9 @@ that prints gigabytes must not exhaust the worker, so only the two ends are kept
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Callable
-from typing import IO
 
 
 class Capture:
@@ -49,7 +49,8 @@ class Capture:
         return (head_text[:keep_head] + _marker(cut)
                 + (tail_text[-keep_tail:] if keep_tail else ""))
 
-    def pump(self, stream: IO[bytes], on_chunk: Callable[[bytes], None] | None = None) -> None:
+    def pump(self, stream: io.BufferedIOBase,
+             on_chunk: Callable[[bytes], None] | None = None) -> None:
         """Read `stream` to its end (run in a thread of its own), showing each chunk to
         `on_chunk` as it arrives."""
         try:

@@ -120,7 +120,7 @@ def resolve(flag_mode: str | None, allow_network: bool,
     if mode not in tuple(SandboxMode):
         raise BadInput(f"invalid --sandbox {mode!r}", hint="use --sandbox auto, on or off")
     choice = choose(mode)
-    settings = SandboxSettings(mode=SandboxMode.ON if choice.confined else SandboxMode.OFF,
+    settings = SandboxSettings(mode="on" if choice.confined else "off",
                                network=allow_network or config.network,
                                home_allow=list(config.home_allow), limits=config.limits)
     return settings, choice

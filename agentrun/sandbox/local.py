@@ -35,7 +35,7 @@ class LocalSandbox:
         self._on_spawn = on_spawn
         self._running: set[int] = set()
         self._kills = 0  # how many times kill_all ran, to catch one that raced a start
-        self._kill_signal = signal.SIGKILL
+        self._kill_signal: int = signal.SIGKILL
 
     def run(self, command: str | Sequence[str], *, cwd: Path, timeout_s: float,
             env: Mapping[str, str], max_output_chars: int = 20_000,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from markdown_it.token import Token
 
-from agentrun.spec.group_defs import Found, GroupDef, UnreadRow, merge
+from agentrun.spec.group_defs import Found, GroupDef, merge
 from agentrun.spec.markdown import (
     Doc,
     Heading,
@@ -23,7 +23,7 @@ from agentrun.spec.markdown import (
     split_lines_of,
     split_semicolons,
 )
-from agentrun.spec.model import TaskGroup
+from agentrun.spec.model import TaskGroup, UnreadRow
 from agentrun.spec.refs import (
     dependency_refs,
     first_int,

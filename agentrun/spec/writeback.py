@@ -141,9 +141,10 @@ def _plain_ok(value: str) -> bool:
     if not value or _PLAIN_UNSAFE.search(value) or _YAML_UNSAFE.search(value):
         return False
     try:
-        return safe_load(value) == value
+        loaded: object = safe_load(value)
     except yaml.YAMLError:
         return False
+    return loaded == value
 
 
 # -- sections -------------------------------------------------------------------------------

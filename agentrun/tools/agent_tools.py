@@ -87,7 +87,7 @@ class SubmitResult(ArgsTool):
         "are taken from git, so report only status, summary, the acceptance criteria met, and "
         "any deviations from the spec.")
 
-    class Args(ToolArgs):
+    class ResultArgs(ToolArgs):
         status: Literal["complete", "partial", "failed", "blocked"] = Field(description=(
             "complete: everything done; partial: some tasks done; failed: could not do it; "
             "blocked: cannot proceed without outside help."))
@@ -100,11 +100,13 @@ class SubmitResult(ArgsTool):
             "none (e.g. what already implements it). Without it, complete with no change "
             "counts as partial."))
 
+    Args: type[ToolArgs] = ResultArgs  # with a result model, an instance's adds `output`
+
     def __init__(self, output: type[BaseModel] | None = None) -> None:
         if output is not None:
             self.Args = _args_with_output(output)
 
-    def execute(self, ctx: ToolContext, args: SubmitResult.Args) -> ToolResult:
+    def execute(self, ctx: ToolContext, args: SubmitResult.ResultArgs) -> ToolResult:
         if ctx.hooks is None:
             return _no_hooks(self.name)
         output = getattr(args, "output", None)  # only when the task declares a result model
@@ -115,8 +117,8 @@ class SubmitResult(ArgsTool):
 
 
 @functools.cache
-def _args_with_output(output: type[BaseModel]) -> type[ToolArgs]:
+def _args_with_output(output: type[BaseModel]) -> type[SubmitResult.ResultArgs]:
     """`submit_result`'s arguments plus a required `output` of the task's model (one class per
     model, so its schema is generated once)."""
-    return create_model(f"SubmitResultArgs{output.__name__}", __base__=SubmitResult.Args,
+    return create_model(f"SubmitResultArgs{output.__name__}", __base__=SubmitResult.ResultArgs,
                         output=(output, Field(description=OUTPUT_HELP)))

@@ -8,7 +8,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agentrun.tools import paths
@@ -165,7 +165,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + r"\Z")
 
 
-def glob_matcher(pattern: str | None):
+def glob_matcher(pattern: str | None) -> Callable[[str], bool]:
     """A predicate on a path relative to the listed directory: a pattern without `/` matches
     the file name at any depth, one with `/` matches the whole relative path."""
     if not pattern:

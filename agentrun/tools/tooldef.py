@@ -145,7 +145,7 @@ class ArgsTool:
         return ToolSpec(name=self.name, description=self.description,
                         parameters=copy.deepcopy(_parameters(self.Args)))
 
-    def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+    def run(self, ctx: ToolContext, arguments: object) -> ToolResult:
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):
