@@ -80,8 +80,10 @@ def parse_agent(path: Path, expected_name: str | None = None) -> AgentDefinition
     )
 
 
-def _executor(value: Any, path: Path) -> str | None:
-    if value is None or value in EXECUTORS:
+def _executor(value: object, path: Path) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value in EXECUTORS:
         return value
     raise BadInput(f"agent definition {path}: unknown executor {value!r}",
                    f"use one of {', '.join(EXECUTORS)}")

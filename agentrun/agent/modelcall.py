@@ -44,7 +44,7 @@ def backoff_delay(retry: int, retry_after: float | None) -> float:
     the doubling delay."""
     if retry_after is not None and retry_after >= 0:
         return float(retry_after)
-    return min(BASE_DELAY_S * 2 ** retry, MAX_DELAY_S)
+    return min(BASE_DELAY_S * 2.0 ** retry, MAX_DELAY_S)
 
 
 def call_model(rt: Runtime, request: Request, **where: Any) -> Turn:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import jinja2
-from jinja2.sandbox import SandboxedEnvironment, SecurityError
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import SandboxedEnvironment
 
 from agentrun.core.errors import BadInput
 from agentrun.resources import find_resource, list_resources
@@ -73,10 +74,26 @@ def render_worker_assignment(assignment: dict[str, Any],
     return render("worker_assignment", assignment_values(assignment), project_root)
 
 
+class GroupValues(TypedDict):
+    """One task group as the template sees it."""
+
+    id: str
+    title: str
+    tasks: list[str]
+    dependencies: list[str]
+    files: list[str]
+    context: str
+    checks: list[str]
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def assignment_values(a: dict[str, Any]) -> dict[str, Any]:
     """Normalise an assignment dict into the values the template expects."""
-    spec = a.get("spec") if isinstance(a.get("spec"), dict) else {}
-    sections = a.get("sections") if isinstance(a.get("sections"), dict) else {}
+    spec = _mapping(a.get("spec"))
+    sections = _mapping(a.get("sections"))
 
     def section(key: str) -> str:
         value = a.get(key, sections.get(key))
@@ -89,7 +106,7 @@ def assignment_values(a: dict[str, Any]) -> dict[str, Any]:
         criteria = [ln.strip().removeprefix("- [ ]").removeprefix("- [x]").strip(" -")
                     for ln in criteria.splitlines() if ln.strip()]
     criteria = [c.get("text", "") if isinstance(c, dict) else str(c) for c in criteria]
-    groups = []
+    groups: list[GroupValues] = []
     for g in a.get("groups") or []:
         g = g if isinstance(g, dict) else {"id": str(g)}
         groups.append({

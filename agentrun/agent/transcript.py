@@ -99,8 +99,9 @@ class Transcript:
                 self.write_error = f"cannot write transcript {self.path}: {exc}"
 
     def record(self, type: str, **data: Any) -> dict[str, Any]:
-        event = {"type": type, "ts": round(self.clock(), 3), **data}
-        event = _clip(self.redactor.value(event))  # redact first: a cut must not split a secret
+        raw = {"type": type, "ts": round(self.clock(), 3), **data}
+        # redact first: a cut must not split a secret
+        event: dict[str, Any] = _clip(self.redactor.value(raw))
         line = json.dumps(event, ensure_ascii=False, default=str)
         with self._lock:
             if self.path is None:

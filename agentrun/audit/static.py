@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agentrun.core.errors import PlanError
-from agentrun.plan import Finding, Plan, build_plan
+from agentrun.plan import Finding, Plan, Severity, build_plan
 from agentrun.spec.model import Spec
 from agentrun.spec.template import paragraphs, placeholders
 
@@ -97,7 +97,8 @@ def check_sections(spec: Spec) -> list[Finding]:
     out = []
     for title in REQUIRED_SECTIONS:
         if spec.section(title) is None:
-            severity = "critical" if title in ("Task", "Acceptance Criteria") else "warning"
+            severity: Severity = ("critical" if title in ("Task", "Acceptance Criteria")
+                                  else "warning")
             if title == "Task" and spec.section("Goal") is not None:
                 continue
             out.append(Finding(severity, "missing-section", f"no `## {title}` section"))

@@ -175,7 +175,8 @@ class RunState(BaseModel):
     def cost_usd(self) -> float | None:
         costs = [g.cost_usd for g in self.groups.values() if g.status != Status.PENDING]
         costs += [r.cost_usd for r in self.reviews]
-        return None if any(c is None for c in costs) else round(sum(costs), 6)
+        known = [c for c in costs if c is not None]
+        return round(sum(known), 6) if len(known) == len(costs) else None
 
     def unfinished(self) -> list[str]:
         """The spec's groups the run did not complete, in words ("G2 failed", "G3 blocked");

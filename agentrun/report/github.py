@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -187,7 +187,7 @@ def publish_audit(results: Iterable[Any], env: Mapping[str, str] | None = None,
 
 OUTPUT_HINT = "run it as a GitHub Actions step (the runner sets GITHUB_OUTPUT), or drop the flag"
 _COMMIT = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")  # sha-1 or sha-256
-OUTPUT_VALUES = {  # name: the values it may hold
+OUTPUT_VALUES: dict[str, Callable[[str], object]] = {  # name: the values it may hold
     "status": lambda v: v in tuple(RunStatus),
     "commit": _COMMIT.fullmatch,
 }

@@ -10,10 +10,13 @@ template renders with autoescaping on: text is shown, never run.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrun.core.fsutil import atomic_write_text
 from agentrun.report.html_data import Bar, Report, collect
+
+if TYPE_CHECKING:
+    import jinja2
 
 REPORT_FILE = "report.html"
 TEMPLATE = Path(__file__).resolve().parent / "html_report.html.j2"
@@ -37,7 +40,7 @@ def render(report: Report) -> str:
     return template.render(**context(report))
 
 
-def environment(autoescape: bool = True):
+def environment(autoescape: bool = True) -> jinja2.Environment:
     """The page's Jinja environment: autoescaping on, since every value is untrusted text."""
     from jinja2 import ChainableUndefined, Environment
 

@@ -291,7 +291,8 @@ def _worker_rows(report: Report, batch: str, start: dict[str, Any],
             kind = e.get("type")
             if kind == "step":
                 att.model_calls += 1
-                usage = e.get("usage") if isinstance(e.get("usage"), dict) else {}
+                said_usage = e.get("usage")
+                usage: dict[str, Any] = said_usage if isinstance(said_usage, dict) else {}
                 tokens = ", ".join(f"{_num(usage.get(k)) or 0:,.0f} {k.split('_')[0]}"
                                    for k in ("input_tokens", "output_tokens"))
                 row.inner.append(Bar("model", began, max(began, t),

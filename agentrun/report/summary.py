@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from agentrun.core.status import Status
 from agentrun.report.escape import inline
@@ -57,9 +57,9 @@ def render_summary(state: RunState, criteria: list[str], when: str) -> str:
         lines.append(f"| {g.id} | {STATUS_MARK.get(g.status, g.status)} | {short} | "
                      f"{g.attempts} | {format_tokens(tokens)} | {note} |")
     lines += ["", "### Files Created", ""]
-    lines += _files(groups, "files_created")
+    lines += _files(groups, lambda g: g.files_created)
     lines += ["", "### Files Modified", ""]
-    lines += _files(groups, "files_modified")
+    lines += _files(groups, lambda g: g.files_modified)
     lines += ["", "### Acceptance Criteria Status", ""]
     lines += _criteria_status(state, groups, criteria)
     lines += ["", "### Deviations", ""]
@@ -166,10 +166,10 @@ def _longest_backtick_run(text: str) -> int:
     return best
 
 
-def _files(groups, attr: str) -> list[str]:
+def _files(groups: list[GroupState], paths: Callable[[GroupState], list[str]]) -> list[str]:
     seen: dict[str, list[str]] = {}
     for g in groups:
-        for path in getattr(g, attr):
+        for path in paths(g):
             seen.setdefault(path, []).append(g.id)
     return [f"- {_code(p)} ({', '.join(ids)})" for p, ids in seen.items()] or ["None"]
 

@@ -60,7 +60,8 @@ def render_entry(entry: ReviewEntry) -> str:
     else:
         out.append("**Findings:** none")
     judged = {c.criterion: c for c in review.criteria}
-    passed, open_ = [], []
+    passed: list[str] = []
+    open_: list[str] = []
     for number, text in enumerate(entry.criteria, start=1):
         verdict = judged.get(number)
         judgement = verdict.verdict if verdict else Judgement.CANNOT_TELL
