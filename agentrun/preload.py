@@ -9,6 +9,9 @@ milliseconds of CPU, and on a small machine the workers of a wave compete for it
 from __future__ import annotations
 
 import contextlib
+import errno
+import socket
+from multiprocessing import reduction
 
 import agentrun.attempts
 import agentrun.providers.scripted
@@ -17,6 +20,24 @@ from agentrun.agent.prompts import compile_template
 from agentrun.resources import list_resources
 from agentrun.tools.registry import tool_specs
 
+
+def _survive_stray_connections() -> None:
+    """The server's loop (the standard library's) ends on a connection that sends no request:
+    recvfds raises EOFError, which it does not catch, and every later worker start of the run
+    fails with it. Any local process can connect to the socket; such a connection is an aborted
+    one, which the loop already steps past."""
+    receive = reduction.recvfds
+
+    def recvfds(sock: socket.socket, size: int) -> list[int]:
+        try:
+            return receive(sock, size)
+        except (EOFError, RuntimeError, OSError) as exc:
+            raise ConnectionAbortedError(errno.ECONNABORTED, f"no request: {exc!r}") from None
+
+    reduction.recvfds = recvfds
+
+
+_survive_stray_connections()
 tool_specs()
 for _path in list_resources("prompts").values():
     with contextlib.suppress(OSError):  # unreadable: the worker that needs it will say so
