@@ -42,7 +42,8 @@ from agentrun.yamlload import safe_load
 
 CONFIG_FILE = ".specflow/config.yaml"
 
-DEFAULT_ON_FAILURE = "continue"
+OnFailure = Literal["continue", "abort"]
+DEFAULT_ON_FAILURE: OnFailure = "continue"
 
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Settings that would send requests, and keys, where a file in the repository says: any change
@@ -108,7 +109,7 @@ class ProjectConfig(_Section):
     script: str | None = None  # the scripted provider's script
     validation_command: str | None = None
     max_parallel: int | None = Field(None, ge=1)  # workers at once (None: the whole wave)
-    on_failure: Literal["continue", "abort"] = DEFAULT_ON_FAILURE
+    on_failure: OnFailure = DEFAULT_ON_FAILURE
     max_steps: int | None = Field(None, ge=1)  # model turns per attempt
     token_budget: int = Field(DEFAULT_TOKEN_BUDGET, ge=1)
     worker_timeout_s: float = Field(DEFAULT_WORKER_TIMEOUT_S, gt=0)

@@ -156,7 +156,7 @@ def _run(agent: AgentDefinition, task: str, spec: Spec, project: Project, provid
     if outcome.stop_reason == StopReason.INTERRUPTED:
         raise Interrupted(f"the audit of {spec.id} was interrupted",
                           hint="nothing was written; audit again")
-    if outcome.stop_reason != "completed":
+    if outcome.stop_reason != StopReason.COMPLETED:
         raise AuditorFailed(f"{spec.id}: the auditor stopped ({outcome.stop_reason}) without "
                             f"a verdict: {outcome.error or outcome.summary}",
                             hint="raise --max-steps or --token-budget, or check the model "

@@ -18,6 +18,8 @@ from agentrun.core.errors import EXIT_INTERRUPTED, AgentrunError
 if TYPE_CHECKING:
     import typer
 
+    from agentrun.cli.output import Output
+
 EXIT_CODES_HELP = (
     "Exit codes: 0 success · 1 work failed, partial or blocked (or audit found critical issues)"
     " · 2 bad input (usage, invalid spec, cycle; a checkout that cannot be written: read-only,"
@@ -201,7 +203,7 @@ def _interrupted(out: Any, name: str) -> int:
     return EXIT_INTERRUPTED
 
 
-def _report(out, message: str, hint: str | None, code: int, kind: str) -> None:
+def _report(out: Output, message: str, hint: str | None, code: int, kind: str) -> None:
     out.error(message, hint)
     if out.mode == "json":
         out.json({"ok": False, "error": {"type": kind, "message": message, "hint": hint,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
@@ -84,7 +84,7 @@ def suggest_spec(specs_dir: Path, given: str) -> None:
     """A misspelt spec id or path is bad input that names the spec meant, when one is close."""
     import difflib
 
-    from agentrun.spec.parse import SpecError
+    from agentrun.core.errors import SpecError
 
     names = sorted(p.stem for p in specs_dir.glob("*.md")) if specs_dir.is_dir() else []
     stem = Path(given).name.removesuffix(".md")
@@ -111,7 +111,7 @@ def kept_lines(spec: Spec) -> list[str]:
     return lines
 
 
-def groups_doc(spec: Spec) -> dict:
+def groups_doc(spec: Spec) -> dict[str, Any]:
     """`plan --json`'s account of every group: the ones planned, with the source task ids
     each holds, and the kept ones."""
     from dataclasses import asdict

@@ -41,7 +41,7 @@ def import_plan(
         raise BadInput(f"{plan} is an agentrun spec already", hint="run it as it is, or pass "
                        "--format to read it as another tool's plan")
     require_safe_id(spec)
-    text = set_frontmatter_value(render(imported, relpath(path, project.root),  # type: ignore[arg-type]
+    text = set_frontmatter_value(render(imported, relpath(path, project.root),
                                         link="imported_from"), "status", "draft")
     layers = len(compute_layers(spec.groups))
     name = FORMAT_NAMES[spec.source.format] if spec.source else "?"

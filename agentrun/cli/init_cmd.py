@@ -211,10 +211,11 @@ def init(
         f"\nworktree_copy: [{', '.join(copies)}]   # every worktree gets its own copy (npm "
         "workspaces link their packages\n#   there), so its commands import its code"
         if copies else ""))
-    created, kept = [], []
-    for rel, text in (("PROJECT.md", project_md), ("STATE.md", STATE_MD),
-                      ("config.yaml", config_yaml)):
-        target = specflow / rel
+    created: list[Path] = []
+    kept: list[Path] = []
+    for name, text in (("PROJECT.md", project_md), ("STATE.md", STATE_MD),
+                       ("config.yaml", config_yaml)):
+        target = specflow / name
         if target.exists():
             kept.append(target)
         else:
@@ -241,8 +242,8 @@ def init(
                   "validation_command": detected[0] if detected else None,
                   "worktree_copy": copies, "imports": imports})
         return
-    for p in rel:
-        out.stdout.print(f"created {p}", markup=False)
+    for shown in rel:
+        out.stdout.print(f"created {shown}", markup=False)
     for p in kept:
         out.stdout.print(f"kept    {p.relative_to(root)} (exists)", markup=False)
     if added and gitignore not in created:

@@ -16,7 +16,10 @@ import os
 import re
 import sys
 import time
-from typing import Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, cast
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 Mode = Literal["human", "plain", "json"]
 
@@ -44,11 +47,11 @@ class Output:
             mode = "plain" if mode == "human" else mode
             self.log_name = None if mode == "json" else "stdout"
         self.mode = mode
-        self._stdout = None
-        self._stderr = None
+        self._stdout: Console | None = None
+        self._stderr: Console | None = None
 
     @property
-    def log(self):
+    def log(self) -> TextSink:
         """The log's stream: stderr, or what `--events -` left for it."""
         return getattr(sys, self.log_name) if self.log_name else _DROPPED
 
@@ -59,18 +62,19 @@ class Output:
         return sys.stdin.isatty() and not os.environ.get("CI") and not self.events_on_stderr
 
     @property
-    def stdout(self):
+    def stdout(self) -> Console:
         """A Rich console on stdout (human/plain reports)."""
         if self._stdout is None:
             from rich.console import Console
 
+            plain = _for_rich(LineGuard("stdout"))
             self._stdout = Console(highlight=False, soft_wrap=True,
-                                   file=None if self.mode == "human" else LineGuard("stdout"),
+                                   file=None if self.mode == "human" else plain,
                                    force_terminal=None if self.mode == "human" else False)
         return self._stdout
 
     @property
-    def stderr(self):
+    def stderr(self) -> Console:
         """A Rich console for the log (progress, warnings, errors): on stderr, or where
         `--events -` left the log."""
         if self._stderr is None:
@@ -78,7 +82,7 @@ class Output:
 
             plain = LineGuard(self.log_name) if self.log_name else _DROPPED
             self._stderr = Console(stderr=True, highlight=False, soft_wrap=True,
-                                   file=None if self.mode == "human" else plain,
+                                   file=None if self.mode == "human" else _for_rich(plain),
                                    force_terminal=None if self.mode == "human" else False)
         return self._stderr
 
@@ -127,6 +131,20 @@ def inert(text: str) -> str:
                               text)
 
 
+class TextSink(Protocol):
+    """What the log writes to: a text stream's `write` and `flush`."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
+def _for_rich(sink: TextSink) -> IO[str]:
+    """`sink` as Rich's `file`: Rich's Console only writes, flushes and asks `isatty` (which
+    both sinks here answer), the rest of `IO[str]` it never calls."""
+    return cast("IO[str]", sink)
+
+
 class _Dropped:
     """A stream that keeps nothing: the log when stdout and stderr are both taken."""
 
@@ -152,7 +170,7 @@ class LineGuard:
         self._at_start = True
 
     def write(self, text: str) -> int:
-        stream = getattr(sys, self.name)
+        stream: IO[str] = getattr(sys, self.name)
         safe = inert(text) if self._at_start else _after_first_line(text)
         if text:
             self._at_start = text.endswith("\n")

@@ -47,7 +47,7 @@ def plan(
     if mode not in (None, "single", "orchestrated"):
         raise BadInput(f"invalid --mode {mode!r}", hint="use --mode single or --mode orchestrated")
     _project, parsed = load(spec, fmt=fmt, changed=changed)
-    result = build_plan(parsed, mode=mode, max_workers=max_workers)  # type: ignore[arg-type]
+    result = build_plan(parsed, mode=mode, max_workers=max_workers)
     if matrix:
         import json
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agentrun.plan import Finding, Plan
+    from rich.console import Console
+
+    from agentrun.plan import Finding, Plan, Wave
     from agentrun.spec.model import Spec
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def plan_summary(spec: Spec, plan: Plan, console, max_parallel: int | None = None) -> None:
+def plan_summary(spec: Spec, plan: Plan, console: Console, max_parallel: int | None = None) -> None:
     """The pre-execution summary: spec, mode and why, waves with batches, findings.
 
     `max_parallel` caps the workers that run at once (the rest of a wave queues)."""
@@ -34,7 +36,7 @@ def plan_summary(spec: Spec, plan: Plan, console, max_parallel: int | None = Non
                       f"Workers: {plan.workers}{cap}")
     rows = [("Wave", "Parallel", "Worker", "Groups")]
     for wave in plan.waves:
-        at_once = str(_at_once(wave, max_parallel))
+        parallel = str(_at_once(wave, max_parallel))
         for n, batch in enumerate(wave.batches or [None]):
             ids = batch.groups if batch is not None else []
             worker = ("+".join(ids) or "all") if batch is not None else "-"
@@ -42,7 +44,7 @@ def plan_summary(spec: Spec, plan: Plan, console, max_parallel: int | None = Non
                      for gid in ids] or ["(whole spec)"]
             for k, name in enumerate(names):
                 first = n == 0 and k == 0
-                rows.append((wave.label if first else "", at_once if first else "",
+                rows.append((wave.label if first else "", parallel if first else "",
                              worker if k == 0 else "", name))
     for n, line in enumerate(plan_lines(rows, console.width)):
         console.print(line, style="bold" if n == 0 else None, markup=False, highlight=False)
@@ -82,11 +84,11 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _at_once(wave, max_parallel: int | None) -> int:
+def _at_once(wave: Wave, max_parallel: int | None) -> int:
     return min(len(wave.batches), max_parallel or len(wave.batches))
 
 
-def findings(items: list[Finding], console) -> None:
+def findings(items: list[Finding], console: Console) -> None:
     from rich.markup import escape
 
     for f in items:

@@ -6,10 +6,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from agentrun.cli.common import JSON_OPT, output
+
+if TYPE_CHECKING:
+    from agentrun.project import Project
 
 RUN_ARG = typer.Argument(None, metavar="[RUN]", show_default=False,
                          help="A run id (a folder of .specflow/runs/) or a run's folder "
@@ -58,7 +62,7 @@ def report(
         out.warn("no web browser to open it here (no display); open the file above yourself")
 
 
-def _run_dir(project, run: str | None) -> Path:
+def _run_dir(project: Project, run: str | None) -> Path:
     """The record of run `run` (an id or a folder), or of the active spec's last run."""
     from agentrun.core.errors import BadInput
     from agentrun.project import active_spec_name

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from agentrun.cli.common import JSON_OPT, output
+
+if TYPE_CHECKING:
+    from agentrun.project import Project
 
 
 def status(
@@ -74,7 +79,7 @@ def status(
         console.print(f"Kept worktree for {', '.join(ids)}: {escape(path)}")
 
 
-def _unknown(project, given: str) -> None:
+def _unknown(project: Project, given: str) -> None:
     """A SPEC argument that names neither a spec nor a recorded run is bad input (exit 2),
     naming the spec meant when one is close."""
     from agentrun.cli.common import relpath, suggest_spec

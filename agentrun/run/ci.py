@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrun import workspace
+from agentrun import gitcli, workspace
 from agentrun.audit.runner import ModelAccess
 from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, CannotStart
 from agentrun.core.results import WorkerResult
@@ -164,7 +164,7 @@ def previous_waves_problem(root: Path, plan: Plan, state: RunState | None, wave:
 
 def read_state_at(root: Path, commit: str, rel_path: str) -> RunState | None:
     """The execution state as committed in `commit` (None when absent or unreadable)."""
-    proc = workspace.run_git("show", f"{commit}:{rel_path}", cwd=root)
+    proc = gitcli.run_git("show", f"{commit}:{rel_path}", cwd=root)
     if proc.returncode != 0:
         return None
     try:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from agentrun import workspace
+from agentrun import gitcli, workspace
 from agentrun.core.errors import EXIT_FAILED, AgentrunError
 from agentrun.core.status import Status, StopReason
 from agentrun.plan import Batch
@@ -251,7 +251,7 @@ def undo_wave(root: Path, branch: str | None, before: str, after: str,
         return False, (f"the target branch moved on since the wave merged; its merges were "
                        f"left in place (undo them with `git reset --keep {before[:12]}` "
                        "once nothing else depends on them)")
-    proc = workspace.run_git("reset", "--keep", before, cwd=root)
+    proc = gitcli.run_git("reset", "--keep", before, cwd=root)
     if proc.returncode != 0:
         return False, (f"could not reset {branch} to {before[:12]}: "
                        f"{(proc.stderr or proc.stdout).strip()}")

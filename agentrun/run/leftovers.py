@@ -22,7 +22,7 @@ import contextlib
 import re
 from pathlib import Path
 
-from agentrun import workspace
+from agentrun import gitcli, workspace
 from agentrun.removal import remove_tree
 from agentrun.run.record import RESERVE_NAME
 from agentrun.tools.environment import discard_stale_homes
@@ -85,7 +85,7 @@ def _checks(root: Path, runs_dir: Path, current: str | None) -> list[str]:
         if branch in seen or not is_check_branch(branch) or match is None \
                 or match["run"] == current:
             continue
-        if workspace.run_git("branch", "-D", branch, cwd=root).returncode == 0:
+        if gitcli.run_git("branch", "-D", branch, cwd=root).returncode == 0:
             removed.append(branch)
     return removed
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrun import workspace
+from agentrun import gitcli
 from agentrun.project import Project
 from agentrun.spec.model import Spec
 from agentrun.workspace import TreeChange
@@ -215,7 +215,7 @@ def _hooks_dir(root: Path) -> str | None:
     """The repository's own `core.hooksPath` (the last one the user's config files set,
     ignoring the override agentrun's git calls pass) as a path inside it, if it points
     inside."""
-    proc = workspace.run_git("config", "--show-scope", "--get-all", "core.hooksPath",
+    proc = gitcli.run_git("config", "--show-scope", "--get-all", "core.hooksPath",
                              cwd=root, user_config=True)
     values = [line.split("\t", 1)[1] for line in proc.stdout.splitlines()
               if "\t" in line and not line.startswith("command\t")]
