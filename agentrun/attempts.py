@@ -181,7 +181,7 @@ class _Run:
         """Backpressure: a claim of success counts only if the validation command passes."""
         stop = self.budget.stop_requested()
         if stop:
-            result.stop_reason, result.status = stop, Status.FAILED
+            result.stop_reason, result.status = StopReason(stop), Status.FAILED
             result.error = f"{stop} before the validation command could run"
             return None
         timeout = max(1.0, min(self.task.limits.validation_timeout_s, self.budget.time_left()))

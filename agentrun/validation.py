@@ -95,7 +95,7 @@ def tail(text: str, limit: int = 3_000) -> str:
     return text if len(text) <= limit else "...\n" + text[-limit:]
 
 
-def failure_condition(stop_reason: str, status: str, error: str | None,
+def failure_condition(stop_reason: StopReason | None, status: Status, error: str | None,
                       validation: Validation | None) -> str | None:
     """The retry condition a finished attempt falls under, or None when it must not be retried
     (success, a deliberate partial/blocked report, or a stop that retrying cannot fix)."""
@@ -119,7 +119,7 @@ def failure_condition(stop_reason: str, status: str, error: str | None,
 SELF_REPORTED_RETRIES = 1
 
 
-def self_reported_failure(stop_reason: str, status: str, submitted: bool,
+def self_reported_failure(stop_reason: StopReason | None, status: Status, submitted: bool,
                           validation: Validation | None) -> bool:
     """The attempt ended with the model's own `failed` report (not a validation failure,
     limit or error), whose retries `SELF_REPORTED_RETRIES` caps."""

@@ -264,7 +264,7 @@ def process_main(assignment_path: str) -> None:
     cancel = threading.Event()
     sandbox: Sandbox | AgentrunError | None = None  # the stop below may come before it exists
 
-    def stop(_sig, _frame) -> None:
+    def stop(_sig: int, _frame: object) -> None:
         cancel.set()
         if sandbox is not None and not isinstance(sandbox, AgentrunError):
             sandbox.kill_all(signal.SIGTERM)

@@ -60,6 +60,7 @@ class Conversation:
                  before_write: Callable[[], None] | None = None,
                  output: type[BaseModel] | None = None) -> None:
         self.rt, self.agent, self.max_steps, self.depth = rt, agent, max_steps, depth
+        self.attempt = attempt
         self.where = {"agent": agent.name, "depth": depth, "attempt": attempt}
         self.before_write = before_write
         self.output = output  # the result model the task declared: submit_result requires it
@@ -381,7 +382,7 @@ class Conversation:
         assert sub is not None
         self.record("terminator", stop_reason="completed", how="submit_result",
                     status=sub.status)
-        return self._result(StopReason.COMPLETED, sub.status, sub.summary, error=sub.error,
+        return self._result(StopReason.COMPLETED, Status(sub.status), sub.summary, error=sub.error,
                             submission=sub, criteria_met=sub.criteria_met,
                             deviations=sub.deviations, no_change_needed=sub.no_change_needed)
 
@@ -396,10 +397,11 @@ class Conversation:
             summary += f" Done: {done}."
         if self.last_thought:
             summary += f" Last note: {truncate(self.last_thought, 300)}"
-        return self._result(reason, Status.BLOCKED if escalated else Status.FAILED, summary,
-                            error=error, escalated=escalated)
+        return self._result(StopReason(reason), Status.BLOCKED if escalated else Status.FAILED,
+                            summary, error=error, escalated=escalated)
 
-    def _result(self, reason: str, status: str, summary: str, **extra: Any) -> AttemptOutcome:
+    def _result(self, reason: StopReason, status: Status, summary: str,
+                **extra: Any) -> AttemptOutcome:
         return AttemptOutcome(stop_reason=reason, status=status, summary=summary,
                              steps=self.steps, last_thought=self.last_thought,
                              last_action=self.last_action, observation=self.observation,
@@ -434,7 +436,7 @@ class Conversation:
     def _run_child(self, agent: AgentDefinition, text: str, names: list[str], max_steps: int,
                    depth: int) -> AttemptOutcome:
         child = Conversation(self.rt, agent, text, names, max_steps=max_steps, depth=depth,
-                             attempt=self.where["attempt"])
+                             attempt=self.attempt)
         return child.run()
 
 

@@ -12,8 +12,17 @@ from agentrun.cli.common import JSON_OPT, output, relpath
 from agentrun.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, SpecError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rich.console import Console
+
     from agentrun.audit.runner import AuditOptions, ModelAccess, SpecAudit
+    from agentrun.audit.static import StaticAudit
+    from agentrun.cli.output import Output
     from agentrun.project import Project
+    from agentrun.spec.model import Spec
+
+    Report = Callable[[list[Any]], None]  # the CI reports (JUnit) of the audits
 
 AUDIT_SPEC_ARG = typer.Argument(None, metavar="[SPEC]", show_default=False,
                                 help="Spec file or id (default: every spec in .specflow/specs/).")
@@ -229,7 +238,7 @@ def summarise(results: list[SpecAudit]) -> dict[str, int]:
             "error": count("ERROR")}
 
 
-def print_table(results: list[SpecAudit], console) -> None:
+def print_table(results: list[SpecAudit], console: Console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -249,7 +258,7 @@ def print_table(results: list[SpecAudit], console) -> None:
     console.print(table)
 
 
-def print_result(result: SpecAudit, out, dry_run: bool) -> None:
+def print_result(result: SpecAudit, out: Output, dry_run: bool) -> None:
     """One spec's audit for a terminal or a CI log."""
     from rich.markup import escape
 
@@ -283,7 +292,7 @@ def print_result(result: SpecAudit, out, dry_run: bool) -> None:
 
 # -- static checks only ---------------------------------------------------------------------
 
-def _static_one(spec_arg: str, out, report, *, write: bool) -> int:
+def _static_one(spec_arg: str, out: Output, report: Report, *, write: bool) -> int:
     from agentrun.audit.static import static_audit
     from agentrun.cli.common import load
 
@@ -303,7 +312,7 @@ def _status_words(before: str | None, after: str | None) -> str | None:
     return f"{before or 'unset'} → {after}" if after != before else after
 
 
-def _print_static(result, status: str | None, console) -> None:
+def _print_static(result: StaticAudit, status: str | None, console: Console) -> None:
     from rich.markup import escape
 
     from agentrun.cli.render import findings
@@ -320,7 +329,8 @@ def _print_static(result, status: str | None, console) -> None:
 UNJUDGED = ("", "draft")
 
 
-def _passed_status(project: Project, spec, result, write: bool) -> str | None:
+def _passed_status(project: Project, spec: Spec, result: StaticAudit, write: bool
+                   ) -> str | None:
     """The spec's status after its static checks: a draft that passes them is `audited`
     (written into its frontmatter, and STATE.md's position when it is the active spec), so that
     `run` no longer calls it unaudited. A status a person or the auditor gave stays."""
@@ -350,7 +360,7 @@ def _is_active(project: Project, spec_id: str) -> bool:
     return name is not None and Path(name).name.removesuffix(".md") == spec_id
 
 
-def _static_all(paths: list[Path], out, report, *, write: bool) -> int:
+def _static_all(paths: list[Path], out: Output, report: Report, *, write: bool) -> int:
     from rich.table import Table
 
     from agentrun.audit.static import static_audit

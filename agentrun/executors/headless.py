@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from pydantic import ValidationError
 
@@ -233,12 +233,23 @@ def read_report(final_message: str, error: str | None = None) -> Submission | st
                       args.error, None, args.no_change_needed)
 
 
+class _Progress(TypedDict):
+    """Where the CLI left off, as every outcome of it carries."""
+
+    steps: int
+    usage: Usage
+    wrote: bool
+    last_thought: str
+    last_action: str
+    observation: str
+
+
 def outcome(stream: CliStream, report: Submission | str, stop: StopReason | None,
             usage: Usage, error: str | None = None) -> AttemptOutcome:
     """`error`: which limit stopped the CLI, in words."""
-    where = {"steps": stream.steps, "usage": usage, "wrote": stream.wrote,
-             "last_thought": stream.last_thought, "last_action": stream.last_action,
-             "observation": stream.observation}
+    where = _Progress(steps=stream.steps, usage=usage, wrote=stream.wrote,
+                      last_thought=stream.last_thought, last_action=stream.last_action,
+                      observation=stream.observation)
     if stop is not None:
         if stop == StopReason.TIMEOUT and error is None:
             error = "ran out of time: the CLI was stopped at the worker's time limit"
@@ -249,7 +260,7 @@ def outcome(stream: CliStream, report: Submission | str, stop: StopReason | None
         why = StopReason.ERROR if report.startswith(CLI_ERROR) else StopReason.NO_RESULT
         return AttemptOutcome(status=Status.FAILED, stop_reason=why,
                               summary=stream.last_thought[:1000], error=report, **where)
-    return AttemptOutcome(status=report.status, stop_reason=StopReason.COMPLETED,
+    return AttemptOutcome(status=Status(report.status), stop_reason=StopReason.COMPLETED,
                           summary=report.summary, error=report.error, submission=report,
                           criteria_met=report.criteria_met, deviations=report.deviations,
                           no_change_needed=report.no_change_needed, **where)

@@ -114,7 +114,7 @@ def pinned_project(project: Project, root: Path, given: str | None, at: str, whe
     if given is None:
         return project.pinned(recorded, running.config) if running and recorded else project
     start = start_commit(root, given, at, where)
-    if recorded and recorded != start:
+    if running and recorded and recorded != start:
         raise CannotStart(f"run {running.run_id} of {running.spec_id} started at "
                           f"{recorded[:12]}, not at --start-commit {start[:12]}",
                           hint="pass the start commit of the run this job belongs to (the plan "
@@ -347,8 +347,8 @@ def _needs_result(previous: RunState | None, spec: Spec, batch: Batch) -> bool:
     """A batch needs a result unless its dependencies are already known to have failed."""
     if previous is None:
         return True
-    deps = {d for gid in batch.groups for d in (spec.group(gid).dependencies
-                                                 if spec.group(gid) else [])}
+    groups = [g for g in map(spec.group, batch.groups) if g is not None]
+    deps = {d for g in groups for d in g.dependencies}
     return not any(previous.groups.get(d) and previous.groups[d].status.blocks_dependents
                    for d in deps)
 
