@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel
 
@@ -52,6 +52,14 @@ def tool_names_for(agent: AgentDefinition) -> list[str]:
     return names + [t for t in ALWAYS_TOOLS if t not in names]
 
 
+class _Where(TypedDict):
+    """Which conversation an event or a transcript entry is from."""
+
+    agent: str
+    depth: int
+    attempt: int
+
+
 class Conversation:
     """One fresh context: a task, a toolset, and the react-validate-reflect-backtrack loop."""
 
@@ -61,7 +69,7 @@ class Conversation:
                  output: type[BaseModel] | None = None) -> None:
         self.rt, self.agent, self.max_steps, self.depth = rt, agent, max_steps, depth
         self.attempt = attempt
-        self.where = {"agent": agent.name, "depth": depth, "attempt": attempt}
+        self.where = _Where(agent=agent.name, depth=depth, attempt=attempt)
         self.before_write = before_write
         self.output = output  # the result model the task declared: submit_result requires it
         self.refused = ""  # why the last submit_result was refused
