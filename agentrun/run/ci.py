@@ -3,11 +3,11 @@
 A CI system (GitHub Actions matrix jobs, GitLab parallel jobs) is the distributed engine: one
 job per worker batch runs `agentrun worker --spec ... --groups ...` in its own clone, commits on
 `agentrun/<spec>/<batch>` and pushes that branch; one job per wave then runs `agentrun aggregate`,
-which verifies every result against the fetched branches and merges them with the very parts a
-local `agentrun run` uses (`Orchestrator.run_wave` with a `CIResultsBackend`: verification,
-merge order, failure rules, reporting). The execution state committed by each aggregate is what
-the next wave's jobs and aggregate continue from, so a later wave can only run once the previous
-one is aggregated.
+which verifies every result against the fetched branches and merges them with the very wave
+runner a local `agentrun run` uses (`Orchestrator.waves`, stepped with a `CIResultsBackend`:
+verification, merge order, failure rules, reporting, a full disk). The execution state
+committed by each aggregate is what the next wave's jobs and aggregate continue from, so a later
+wave can only run once the previous one is aggregated.
 
 Every job of one run works with the settings of the run's start commit (`--start-commit`, the
 commit the plan was made on): `.specflow/config.yaml` as committed there, at the checkout's
@@ -32,13 +32,12 @@ from agentrun.core.status import RunStatus, Status
 from agentrun.plan import Batch, Plan, Wave
 from agentrun.project import Project
 from agentrun.providers.errors import NotConfigured
-from agentrun.report.execution_state import RunState, load_state, save_state, state_path
-from agentrun.run import scheduler
+from agentrun.report.execution_state import RunState, load_state, state_path
 from agentrun.run.assignment import ci_branch
 from agentrun.run.ci_backend import CIResultsBackend
 from agentrun.run.options import RunOptions
 from agentrun.run.orchestrator import Orchestrator
-from agentrun.run.record import EventSink, new_run_id, now_text
+from agentrun.run.record import EventSink, new_run_id
 from agentrun.spec.model import Spec
 
 RESULT_HINT = ("pass the result JSON files the wave's `agentrun worker --spec ... --out FILE` "
@@ -373,8 +372,7 @@ def aggregate(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path],
                                project.runs_dir / run_id, {r.batch.id: r for r in results})
     # all results are there already: verify the whole wave, then merge it
     orchestrator = Orchestrator(project, spec, plan, options, on_event, run_id=run_id,
-                                backend=backend, land_while_running=False)
-    orchestrator.record.force_state = True
+                                backend=backend, land_while_running=False, commit_state=True)
     state = _aggregate_wave(orchestrator, wave, continued)
     finished = state.status != RunStatus.RUNNING
     nxt = None if finished else plan.waves[wave.number]
@@ -393,43 +391,15 @@ def reviewer_model(access: ModelAccess) -> None:
 
 
 def _aggregate_wave(orch: Orchestrator, wave: Wave, continued: RunState | None) -> RunState:
-    """Run `wave` with the CI results; finish the run after the last wave (or an abort),
-    else pause it for the next wave's jobs."""
-    plan, total = orch.plan, len(orch.plan.waves)
-    with orch.session():
-        orch.begin(continued or orch.initial_state())
-        orch.record.emit({"type": "run_start", "run_id": orch.run_id, "spec": orch.spec.id,
-                          "mode": plan.mode, "waves": total, "run_dir": str(orch.run_dir),
-                          "aggregate_wave": wave.label})
-        if wave.number == 1:
-            orch.record.save(progress=scheduler.wave_progress(1, total), status="running")
-        aborted = orch.run_wave(wave)
-        if orch.cancel.is_set():
-            return orch.finish(interrupted=True)
-        if aborted:
-            for later in plan.waves[wave.number:]:
-                orch.skip_wave(later, scheduler.abort_reason(orch.state))
-            return orch.finish(interrupted=False)
-        if wave.number == total:
-            return orch.finish(interrupted=False)
-        return _pause(orch, wave)
-
-
-def _pause(orch: Orchestrator, wave: Wave) -> RunState:
-    """Between waves: save the state, an interim summary and STATE.md, and commit them,
-    so the next wave's jobs (and its aggregate) start from this commit."""
-    state, total = orch.state, len(orch.plan.waves)
-    nxt = orch.plan.waves[wave.number]
-    save_state(orch.state_file, state)
-    when = now_text()
-    orch.record.write_summary(when)
-    orch.record.update_state_md(
-        status="running", progress=scheduler.wave_progress(nxt.number, total, wave.number),
-        when=when, next_step=f"CI: run wave {nxt.label}'s worker jobs on this commit, then "
-                             f"`agentrun aggregate {state.spec_path}` with their results")
-    orch.record.write_result()
-    orch.record.write_html()  # this wave's report (the CI artifact agentrun-report-waveN)
-    orch.record.commit_report(f"{orch.spec.id}: wave {wave.label} aggregated "
-                              f"(run {orch.run_id})")
-    orch.record.emit({"type": "wave_aggregated", "wave": wave.label, "next_wave": nxt.label})
-    return state
+    """Step `wave` with the CI results, as a local run steps each of its waves; finish the
+    run after the last wave (or an abort), else pause it for the next wave's jobs."""
+    with orch.waves(continued, first=wave.number) as waves:
+        waves.start(check_base=False, aggregate_wave=wave.label)
+        waves.step()
+        nxt = waves.next_wave
+        if nxt is None or waves.aborted:
+            return waves.finish()
+        return waves.pause(
+            next_step=f"CI: run wave {nxt.label}'s worker jobs on this commit, then "
+                      f"`agentrun aggregate {waves.state.spec_path}` with their results",
+            message=f"{orch.spec.id}: wave {wave.label} aggregated (run {orch.run_id})")

@@ -61,11 +61,15 @@ from agentrun.worktree_setup import prepare_worktree
 
 class Orchestrator:
     """One run of `plan`. `backend` runs the workers (default: processes, or in-process with
-    `options.use_processes` off); `run_id` continues a run (CI waves after the first)."""
+    `options.use_processes` off); `run_id` continues a run (CI waves after the first);
+    `commit_state`: the report commits hold the execution state even where
+    `.specflow/execution/` is git-ignored (CI: the next wave's jobs read it from the commit).
+    Drive it with `run`, or step its waves with `waves`."""
 
     def __init__(self, project: Project, spec: Spec, plan: Plan, options: RunOptions,
                  on_event: EventSink | None = None, *, run_id: str | None = None,
-                 backend: WorkerBackend | None = None, land_while_running: bool = True) -> None:
+                 backend: WorkerBackend | None = None, land_while_running: bool = True,
+                 commit_state: bool = False) -> None:
         self.project = project
         self.spec = spec
         self.plan = plan
@@ -79,6 +83,7 @@ class Orchestrator:
         self.trace = telemetry.run_trace(self.run_id, spec.id, plan.mode)
         self.record = Recorder(project, spec, plan.mode, self.run_id, self.run_dir,
                                self.state_file, telemetry.tee(on_event, self.trace))
+        self.record.force_state = commit_state
         self.schedule = scheduler.Schedule(spec)
         self.setup = options.setup and options.setup.model_copy(
             update={"cache_dir": str(self.run_dir / "cache")})  # shared by the run's worktrees
@@ -118,11 +123,27 @@ class Orchestrator:
 
     # -- the run ----------------------------------------------------------------------------
     def run(self) -> RunState:
-        with self.session(load_state(self.state_file) if self.options.resume else None):
-            self.begin(self.initial_state())
+        """Every wave, from the base check to the run's report and review."""
+        with self.waves() as waves:
             self.state.process = processes.token()  # whose end readers may check for
+            waves.start(check_base=True)
+            while waves.next_wave is not None:
+                waves.step()
+            return waves.finish()
+
+    @contextlib.contextmanager
+    def waves(self, continuing: RunState | None = None, *, first: int = 1) -> Iterator[Waves]:
+        """The run, to be stepped wave by wave from wave `first`: a new one (`options.resume`:
+        taking over the last run's work), or `continuing` the run in that state (a CI wave
+        after the first, `agentrun fix`). Around it: the session (preflight, run lock,
+        signals, events file); a full disk met on the way stops the run as interrupted, saying
+        so where it still fits, and is raised as `NoSpace` (exit 2)."""
+        resumed = load_state(self.state_file) if continuing is None and self.options.resume \
+            else None
+        with self._session(continuing if continuing is not None else resumed):
+            self._begin(continuing if continuing is not None else self._initial_state())
             try:
-                return self._run_waves()
+                yield Waves(self, first)
             except Exception as exc:
                 full = no_space(exc)
                 if full is None:
@@ -130,28 +151,19 @@ class Orchestrator:
                 self._stop_for_space(full)
                 raise full from None
 
-    def _run_waves(self) -> RunState:
-        """The waves, from the base check to the run's report."""
+    def _announce(self, check_base: bool, extra: dict[str, str]) -> None:
+        """The run starts its waves: `Waves.start`."""
         self.backend.warm_up()  # e.g. the worker processes' server imports while we check
-        self.integration.check_base(self.state.base_commit, self.options.allow_failing_base)
+        if check_base:
+            self.integration.check_base(self.state.base_commit,
+                                        self.options.allow_failing_base)
         self.record.emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
                           "mode": self.plan.mode, "waves": len(self.plan.waves),
                           "run_dir": str(self.run_dir),
-                          "sandbox": self.options.sandbox_description})
-        self.record.save(progress=scheduler.wave_progress(1, len(self.plan.waves)),
-                         status="running")
-        aborted = False
-        for wave in self.plan.waves:
-            if self.cancel.is_set():
-                break
-            if aborted:
-                self.skip_wave(wave, scheduler.abort_reason(self.state))
-                continue
-            aborted = self.run_wave(wave)
-        return self.finish(interrupted=self.cancel.is_set())
+                          "sandbox": self.options.sandbox_description, **extra})
 
     @contextlib.contextmanager
-    def session(self, continuing: RunState | None = None) -> Iterator[None]:
+    def _session(self, continuing: RunState | None = None) -> Iterator[None]:
         """Preflight, the run lock, signal handlers and the events file around a run (or a
         session `continuing` one: checked to be on its branch before anything is committed)."""
         checked = preflight(self.root, self.spec, allow_dirty=self.options.allow_dirty)
@@ -189,7 +201,7 @@ class Orchestrator:
                 discard_private_home()  # the integration checks' and the reviewer's
                 discard_stale_homes()  # workers killed on the way (a timeout, Ctrl-C)
 
-    def begin(self, state: RunState) -> None:
+    def _begin(self, state: RunState) -> None:
         state.warnings.extend(n for n in self.notes if n not in state.warnings)
         self._state = state
         if self.trace is not None:
@@ -242,7 +254,7 @@ class Orchestrator:
             self.options.validation_timeout_s, sandbox_factory(self.options.sandbox), self.cancel,
             policy, prepare=prepare if setup else None)
 
-    def initial_state(self) -> RunState:
+    def _initial_state(self) -> RunState:
         state = RunState(
             run_id=self.run_id, spec_id=self.spec.id, spec_path=relpath(self.spec.path, self.root),
             mode=self.plan.mode, base_commit=workspace.head_commit(self.root),
@@ -300,7 +312,7 @@ class Orchestrator:
                    workspace.is_ancestor(self.root, c, head) for c in refs)
 
     # -- waves ------------------------------------------------------------------------------
-    def run_wave(self, wave: Wave) -> bool:
+    def _run_wave(self, wave: Wave) -> bool:
         """Run one wave; returns True when the failure rules abort the run."""
         state, emit = self.state, self.record.emit
         state.waves[wave.number - 1].status = "running"
@@ -368,7 +380,7 @@ class Orchestrator:
                                                for other in merges)), None)
         return workspace.resolve_ref(self.root, f"{first}^1") if first else None
 
-    def skip_wave(self, wave: Wave, reason: str) -> None:
+    def _skip_wave(self, wave: Wave, reason: str) -> None:
         self.state.waves[wave.number - 1].status = "skipped"
         why = self.state.stop_reason  # a cap or a rate limit: the groups' reason too
         for gid in wave.groups:
@@ -483,14 +495,13 @@ class Orchestrator:
         """`agentrun fix`: continue the run in `state` with fix cycles for its last review's
         open findings, each followed by a review."""
         assert self.reviews is not None, "fix cycles need review settings"
-        with self.session(state):
-            self.begin(state)
+        with self.waves(state):
             self.spending.carry(spent_so_far(state))  # the run's spend so far: cap and total
             self.reviews.cycles(cycles, review_first=False)
             return self.close(interrupted=self.cancel.is_set())
 
     # -- the end ----------------------------------------------------------------------------
-    def finish(self, interrupted: bool) -> RunState:
+    def _finish(self, interrupted: bool) -> RunState:
         state = self.state
         if self.adopter is not None:
             self.adopter.discard()
@@ -561,3 +572,79 @@ def _described(exc: BaseException) -> str:
             for c in type(exc).__mro__):
         return "interrupted"
     return f"internal error: {type(exc).__name__}: {exc}"
+
+
+class Waves:
+    """A run stepped one wave at a time (`Orchestrator.waves`): the one loop of a local run
+    (`Orchestrator.run` steps every wave) and of a CI aggregate (run/ci.py steps the wave its
+    jobs ran, then pauses the run or finishes it).
+
+    Each step runs the next wave with the orchestrator's backend, verification, merges,
+    integration check and failure rules; after the rules abort the run, a step skips the wave
+    instead. Nothing else of the orchestrator is for drivers to touch.
+    """
+
+    def __init__(self, orchestrator: Orchestrator, first: int) -> None:
+        self._orch = orchestrator
+        self._next = first - 1  # index of the wave `step` takes
+        self.aborted = False  # the failure rules stopped the run: the later waves are skipped
+
+    @property
+    def state(self) -> RunState:
+        return self._orch.state
+
+    @property
+    def interrupted(self) -> bool:
+        return self._orch.cancel.is_set()
+
+    @property
+    def next_wave(self) -> Wave | None:
+        """The wave `step` takes next; None once every wave is done, or the run interrupted."""
+        waves = self._orch.plan.waves
+        return None if self.interrupted or self._next >= len(waves) else waves[self._next]
+
+    def start(self, *, check_base: bool, **announce: str) -> None:
+        """Announce the run (`run_start`, with `announce` added), after the validation command
+        checked the base commit when `check_base`; a run starting at wave 1 records itself
+        running."""
+        self._orch._announce(check_base, announce)
+        if self._next == 0:
+            self._orch.record.save(progress=scheduler.wave_progress(1, len(self._orch.plan.waves)),
+                                   status="running")
+
+    def step(self) -> Wave:
+        """Run the next wave (skip it, once the run is aborted); returns it."""
+        wave = self.next_wave
+        assert wave is not None, "no wave left to step"
+        self._next += 1
+        if self.aborted:
+            self._orch._skip_wave(wave, scheduler.abort_reason(self.state))
+        else:
+            self.aborted = self._orch._run_wave(wave)
+        return wave
+
+    def finish(self) -> RunState:
+        """End the run: the waves an abort left are skipped, the run's status is final, its
+        reports are written and committed, and the review follows a complete run."""
+        while self.aborted and self.next_wave is not None:
+            self.step()
+        return self._orch._finish(interrupted=self.interrupted)
+
+    def pause(self, next_step: str, message: str) -> RunState:
+        """Stop between waves with the run still running (a CI aggregate, whose next wave's
+        jobs start from the commit made here): the execution state, an interim Execution
+        Summary and STATE.md (`next_step`) are saved and committed with `message`."""
+        orch, state = self._orch, self.state
+        done, nxt = orch.plan.waves[self._next - 1], self.next_wave
+        assert nxt is not None and not self.aborted, "only a run with waves left pauses"
+        save_state(orch.state_file, state)
+        when = now_text()
+        orch.record.write_summary(when)
+        orch.record.update_state_md(
+            status="running", when=when, next_step=next_step,
+            progress=scheduler.wave_progress(nxt.number, len(orch.plan.waves), done.number))
+        orch.record.write_result()
+        orch.record.write_html()  # this wave's report (the CI artifact agentrun-report-waveN)
+        orch.record.commit_report(message)
+        orch.record.emit({"type": "wave_aggregated", "wave": done.label, "next_wave": nxt.label})
+        return state
