@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import typer
 
 from agentrun.cli.ci_report import EVENTS_HELP, JUNIT_HELP
 from agentrun.cli.common import JSON_OPT, output
-from agentrun.core.errors import BadInput
 
 
 def aggregate(
@@ -84,63 +84,49 @@ def aggregate(
     tree, lock held, no model for the last wave's review, a run that started elsewhere than
     --start-commit) · 130 interrupted.
     """
-    from agentrun import workspace
-    from agentrun.cli.ci_report import event_stream, publish_reports
-    from agentrun.cli.common import load
-    from agentrun.cli.live import PlainProgress
-    from agentrun.cli.run_cmd import report_run
-    from agentrun.cli.run_settings import review_settings
-    from agentrun.plan import build_plan
-    from agentrun.protocol import ProviderSettings
-    from agentrun.report.execution_state import load_state, state_path
-    from agentrun.report.github import outputs_file, write_outputs
-    from agentrun.run.ci import aggregate as run_aggregate
-    from agentrun.run.ci import pinned_project, results_wave
-    from agentrun.run.options import RunOptions
-    from agentrun.sandbox.choice import resolve as resolve_sandbox
+    from agentrun.app.ci import aggregate_wave
+    from agentrun.app.requests import RunFlags, check_flags
 
     out = output(json_out, events)
-    if on_failure not in (None, "continue", "abort"):
-        raise BadInput(f"invalid --on-failure {on_failure!r}",
-                       hint="use --on-failure continue or --on-failure abort")
-    if mode not in (None, "single", "orchestrated"):
-        raise BadInput(f"invalid --mode {mode!r}", hint="use single or orchestrated")
+    flags = RunFlags(on_failure=on_failure, mode=mode, sandbox=sandbox, no_review=no_review,
+                     provider=provider, model=model, script=script, fix_cycles=0)
+    check_flags(flags)
     if github_output:
-        outputs_file()  # outside a step: bad input before anything changes
-    project, parsed = load(spec)
-    root = workspace.repo_root(project.root)
-    head = workspace.head_commit(root)
-    plan = build_plan(parsed, mode=mode, max_workers=max_workers)  # type: ignore[arg-type]
-    wave = results_wave(results, parsed, plan)
-    previous = load_state(state_path(project.execution_dir, parsed.id)) \
-        if wave.number > 1 else None
-    # the run's settings, never those of what its earlier waves merged
-    project = pinned_project(project, root, start, head, "HEAD", previous)
-    warnings = []
-    if (parsed.status or "").lower() != "audited":
-        warnings.append(f"{parsed.id} status is {parsed.status or 'unset'}, not audited; "
-                        "run `agentrun audit` first")
-    sandbox_settings, sandbox_choice = resolve_sandbox(sandbox, False, project.config.sandbox)
-    reviewer = {"provider": provider, "model": model, "script": script, "fix_cycles": 0}
-    options = RunOptions(provider=ProviderSettings(provider="", model=""),
-                         on_failure=on_failure or project.config.on_failure,
-                         validation_command=project.config.validation_command,
-                         warnings=warnings, sandbox=sandbox_settings,
-                         sandbox_description=sandbox_choice.describe(),
-                         review=None if no_review else review_settings(project, reviewer,
-                                                                       sandbox_settings.mode),
-                         review_skipped="--no-review" if no_review else None)
-    with PlainProgress(out) as progress, event_stream(events, progress, out) as on_event:
-        done = run_aggregate(project, parsed, plan, results, options, remote=remote,
-                             allow_missing=allow_missing, on_event=on_event)
-    state, code = done.state, done.exit_code
-    from agentrun import telemetry
+        from agentrun.report.github import outputs_file
 
+        outputs_file()  # outside a step: bad input before anything changes
+    done = aggregate_wave(spec, results, flags, remote=remote, allow_missing=allow_missing,
+                          max_workers=max_workers, start=start,
+                          on_event=lambda: _events(out, events))
+    raise typer.Exit(_rendered(out, done, github_output, junit))
+
+
+@contextlib.contextmanager
+def _events(out, target: str | None):
+    """The aggregate's progress lines and its `--events` stream."""
+    from agentrun.cli.ci_report import event_stream
+    from agentrun.cli.live import PlainProgress
+
+    with PlainProgress(out) as progress, event_stream(target, progress, out) as on_event:
+        yield on_event
+
+
+def _rendered(out, aggregated, github_output: bool, junit: Path | None) -> int:
+    """What the aggregate did, shown (and set as the step's outputs); its exit code."""
+    from agentrun import telemetry, workspace
+    from agentrun.cli.ci_report import publish_reports
+    from agentrun.cli.run_cmd import report_run
+
+    done, plan = aggregated.done, aggregated.plan
+    state, code = done.state, done.exit_code
     for problem in telemetry.problems():  # tracing's trouble, said once: the run went on
         out.warn(problem)
     if github_output:
-        made = workspace.head_commit(root)
-        write_outputs({"status": str(state.status), **({"commit": made} if made != head else {})})
+        from agentrun.report.github import write_outputs
+
+        made = workspace.head_commit(aggregated.root)
+        write_outputs({"status": str(state.status),
+                       **({"commit": made} if made != aggregated.head else {})})
     if out.mode == "json":
         out.json({"ok": code == 0, **state.to_dict(), "wave": done.wave.label,
                   "next_wave": done.next_wave.label if done.next_wave else None,
@@ -153,5 +139,5 @@ def aggregate(
                              f"wave {done.next_wave.label}'s jobs on it, then aggregate their "
                              "results.", markup=False)
     earlier = [g for w in plan.waves[:done.wave.number - 1] for g in w.groups]
-    publish_reports(out, state, parsed, junit, settled=earlier)
-    raise typer.Exit(code)
+    publish_reports(out, state, aggregated.spec, junit, settled=earlier)
+    return code

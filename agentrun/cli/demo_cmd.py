@@ -24,6 +24,7 @@ def demo(
 ) -> None:
     """Copy the example project into a fresh git repository and run a spec with the bundled
     script (scripted provider: offline, no API key)."""
+    from agentrun.app.requests import RunFlags
     from agentrun.cli.run_cmd import execute
     from agentrun.core.errors import BadInput
     from agentrun.resources import packaged_dir
@@ -53,9 +54,9 @@ def demo(
     cwd = Path.cwd()
     os.chdir(target)
     try:
-        code = execute(f".specflow/specs/{spec}.md", out, yes=True, on_failure="continue",
-                       provider="scripted", script=Path(".specflow/demo-script.yaml"),
-                       validation_command=validation)
+        code = execute(f".specflow/specs/{spec}.md", out, RunFlags(
+            yes=True, on_failure="continue", provider="scripted",
+            script=Path(".specflow/demo-script.yaml"), validation_command=validation))
     finally:
         os.chdir(cwd)
     if out.mode != "json":

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 
-from agentrun.cli.common import JSON_OPT, output, pin_to_last_run, relpath
+from agentrun.cli.common import JSON_OPT, output
 from agentrun.cli.review_cmd import REVIEW_SPEC_ARG
-from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
+from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
 
 def fix(
@@ -46,70 +46,17 @@ def fix(
     a fix or a review); 2 when there is no review with open findings (run `agentrun review`
     first); 3 when the run cannot start.
     """
-    from agentrun.cli.run_cmd import preflight_endpoint, report_run
-    from agentrun.cli.run_settings import (
-        capped_price,
-        choose_executor,
-        provider_config,
-        review_settings,
-        worker_agent,
-        worker_settings,
-        worktree_setup,
-    )
-    from agentrun.plan import build_plan
-    from agentrun.project import project_for_spec
-    from agentrun.report.execution_state import load_state, state_path
-    from agentrun.review.findings import last_review
-    from agentrun.run.options import RunOptions
-    from agentrun.run.orchestrator import Orchestrator
-    from agentrun.sandbox.choice import resolve
-    from agentrun.spec import load_spec
+    from agentrun.app.fix import fix as fix_spec
+    from agentrun.app.requests import RunFlags
+    from agentrun.cli.run_cmd import report_run
 
     out = output(json_out)
-    project, path = project_for_spec(spec)
-    loaded = load_spec(path)
-    state = load_state(state_path(project.execution_dir, loaded.id))
-    last = last_review(state)  # the run's record of its latest review, never the spec's text
-    if last is None or not last.open:
-        what = ("has no review yet" if last is None else
-                f"has nothing open to fix: its last review is {last.describe()}")
-        raise BadInput(f"{loaded.id} {what}",
-                       hint=f"review it first: `agentrun review {loaded.id}`")
-    assert state is not None
-    project = pin_to_last_run(project, loaded, out, "the fix")
-    plan = build_plan(loaded, mode=state.mode if state.mode in ("single", "orchestrated")
-                      else None)
-    opts = {"provider": provider, "model": model, "script": script, "max_steps": max_steps,
-            "token_budget": token_budget, "worker_timeout": None, "max_retries": None,
-            "record": None, "fix_cycles": cycles}
-    cfg = provider_config(project, plan, opts)
-    settings, limits = worker_settings(project.config, cfg, opts)
-    box, choice = resolve(sandbox, False, project.config.sandbox)
-    config = project.config
-    executor = choose_executor(config.executor or worker_agent(project, plan).executor
-                               or "builtin", cfg.provider, dry_run=False)
-    cap = max_cost or config.max_cost_usd
-    capped_price(cap, cfg.model, config.price_overrides())
-    options = RunOptions(
-        provider=settings, limits=limits, allow_dirty=allow_dirty,
-        validation_command=validation_command or config.validation_command,
-        use_processes=not sequential, pricing=config.price_overrides(),
-        sandbox=box, sandbox_description=choice.describe(), executor=executor,
-        setup=worktree_setup(project, None, limits.timeout_s), max_cost_usd=cap,
-        review=review_settings(project, opts, box.mode))
-    spend = f", spending cap ${cap:g} for the whole run" if cap is not None else ""
-    out.progress(f"fixing {len(last.findings) + len(last.not_passed)} open finding(s) of "
-                 f"Review v{last.version} of {relpath(path)} (sandbox {choice.describe()}"
-                 f"{spend})")
-    preflight_endpoint(cfg, out)
-    orchestrator = Orchestrator(project, loaded, plan, options, run_id=state.run_id)
-    try:
-        final = orchestrator.fix(state, cycles)
-    finally:
-        from agentrun.run import pool
-
-        pool.shut_down()
-    report_run(out, final, orchestrator, choice.describe())
-    if final.status == "interrupted":
+    flags = RunFlags(provider=provider, model=model, script=script, max_steps=max_steps,
+                     token_budget=token_budget, validation_command=validation_command,
+                     sequential=sequential, sandbox=sandbox, allow_dirty=allow_dirty,
+                     max_cost=max_cost, fix_cycles=cycles)
+    done = fix_spec(spec, flags, cycles, warn=out.warn, note=out.progress)
+    report_run(out, done.state, done.orchestrator, done.sandbox)
+    if done.state.status == "interrupted":
         raise typer.Exit(EXIT_INTERRUPTED)
-    raise typer.Exit(EXIT_OK if final.status == "complete" else EXIT_FAILED)
+    raise typer.Exit(EXIT_OK if done.state.status == "complete" else EXIT_FAILED)

@@ -54,7 +54,7 @@ def review(
 
     out = output(json_out)
     project, path = project_for_spec(spec)
-    project = pin_to_last_run(project, load_spec(path), out, "the review")
+    project = pin_to_last_run(project, load_spec(path), out.warn, "the review")
     # the verdict is written into the spec and STATE.md: a read-only checkout is found before
     # the reviewer spends anything
     check_writable([path.resolve().parent, project.specflow])

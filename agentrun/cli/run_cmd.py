@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import os
+import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 import typer
 
+from agentrun.app.requests import RunFlags
 from agentrun.cli.ci_report import EVENTS_HELP, JUNIT_HELP
 from agentrun.cli.common import CHANGED_OPT, FORMAT_OPT, JSON_OPT, SPEC_ARG, Mode, output
-from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, AgentrunError, BadInput
-
-if TYPE_CHECKING:
-    pass
-
+from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
 SANDBOX_HELP = ("Confine model-issued commands with bubblewrap: auto (where it works), on "
                 "(refuse to start without it) or off (config: sandbox.mode; default auto).")
@@ -22,10 +19,6 @@ EXECUTOR_HELP = ("Who works in each worktree: builtin (agentrun's own loop), cla
                  "Claude Code CLI) or codex (the Codex CLI); the CLIs are installed separately "
                  "(config: executor).")
 NETWORK_HELP = "Let sandboxed commands reach the network (config: sandbox.network)."
-
-
-class NotAudited(AgentrunError):
-    exit_code = EXIT_FAILED
 
 
 def run(
@@ -114,227 +107,140 @@ def run(
     if old_retries is not None:
         out.warn("--max-retries is deprecated; use --retries")
         retries = old_retries if retries is None else retries
-    code = execute(
-        spec, out, yes=yes, dry_run=dry_run, mode=mode, max_parallel=max_parallel,
-        on_failure=on_failure, allow_dirty=allow_dirty, require_audit=require_audit,
-        force=force, resume=resume, rerun=rerun, allow_failing_base=allow_failing_base,
-        provider=provider, model=model, script=script, record=record,
-        max_steps=max_steps, token_budget=token_budget, worker_timeout=worker_timeout,
-        max_retries=retries, validation_command=validation_command,
+    flags = RunFlags(
+        yes=yes, dry_run=dry_run, mode=mode, max_parallel=max_parallel, on_failure=on_failure,
+        allow_dirty=allow_dirty, require_audit=require_audit, force=force, resume=resume,
+        rerun=rerun, allow_failing_base=allow_failing_base, provider=provider, model=model,
+        script=script, record=record, max_steps=max_steps, token_budget=token_budget,
+        worker_timeout=worker_timeout, retries=retries, validation_command=validation_command,
         sequential=sequential, interactive=interactive, sandbox=sandbox,
         allow_network=allow_network, setup=setup, max_cost=max_cost, junit=junit,
         events=events, executor=executor, no_review=no_review, fix_cycles=fix_cycles,
         fmt=fmt, changed=changed)
-    raise typer.Exit(code)
+    raise typer.Exit(execute(spec, out, flags))
 
 
-# What `run` does when an option is not given (callers like `demo` pass only what differs).
-RUN_DEFAULTS: dict[str, Any] = {
-    "yes": False, "dry_run": False, "mode": None, "max_parallel": None, "on_failure": None,
-    "allow_dirty": False, "require_audit": False, "force": False, "resume": False,
-    "rerun": False, "allow_failing_base": False, "provider": None,
-    "model": None, "script": None, "record": None, "max_steps": None, "token_budget": None,
-    "worker_timeout": None, "max_retries": None, "validation_command": None,
-    "sequential": False, "interactive": False, "sandbox": None, "allow_network": False,
-    "setup": None, "max_cost": None, "junit": None, "events": None, "executor": None,
-    "no_review": False, "fix_cycles": None, "fmt": None, "changed": False,
-}
-
-
-def execute(spec_arg: str | None, out, **given: Any) -> int:
+def execute(spec_arg: str | None, out, flags: RunFlags) -> int:
     """The body of `run` (also used by `demo`); returns the exit code. The event stream is
     open from the start, so that a run refused before it starts says so too."""
-    unknown = set(given) - set(RUN_DEFAULTS)
-    if unknown:
-        raise TypeError(f"unknown run options: {', '.join(sorted(unknown))}")
-    opts = {**RUN_DEFAULTS, **given}
+    from agentrun.app.run import run as run_spec
     from agentrun.cli.ci_report import event_stream
 
-    with event_stream(opts["events"], out=out) as events:
-        return _execute(spec_arg, out, opts, events)
+    with event_stream(flags.events, out=out) as events:
+        return _rendered(out, run_spec(spec_arg, flags, _Terminal(out, events)), flags)
 
 
-def _execute(spec_arg: str | None, out, opts: dict[str, Any], events) -> int:
-    from agentrun.agent.definitions import EXECUTORS
+def _rendered(out, outcome, flags: RunFlags) -> int:
+    """What the run came to, shown; its exit code."""
+    from agentrun.app.run import Ended
     from agentrun.cli.ci_report import publish_reports
-    from agentrun.cli.common import load, pin_to_last_run
-    from agentrun.cli.live import progress_for
-    from agentrun.cli.render import plan_summary
-    from agentrun.cli.run_estimate import run_estimate
-    from agentrun.cli.run_settings import (
-        choose_executor,
-        refuse_critical,
-        refuse_finished,
-        review_plan,
-        review_settings,
-        run_provider_config,
-        spending_line,
-        unfinished_review,
-        worker_agent,
-        worker_settings,
-        worktree_setup,
-    )
-    from agentrun.plan import build_plan
-    from agentrun.run.options import RunOptions
-    from agentrun.run.orchestrator import Orchestrator
-    from agentrun.sandbox.choice import resolve as resolve_sandbox
+    from agentrun.cli.run_settings import review_plan
 
-    if opts["mode"] not in (None, "single", "orchestrated"):
-        raise BadInput(f"invalid --mode {opts['mode']!r}", hint="use single or orchestrated")
-    if opts["on_failure"] not in (None, "continue", "abort"):
-        raise BadInput(f"invalid --on-failure {opts['on_failure']!r}",
-                       hint="use --on-failure continue or --on-failure abort")
-    if opts["executor"] not in (None, *EXECUTORS):
-        raise BadInput(f"invalid --executor {opts['executor']!r}",
-                       hint=f"use {', '.join(EXECUTORS)}")
-    project, spec = load(spec_arg, fmt=opts["fmt"], changed=opts["changed"])
-    for note in project.config.deprecations:
-        out.warn(note)
-    if opts["resume"]:
-        project = pin_to_last_run(project, spec, out, "--resume")
-    if spec.kept and not spec.groups:
-        return nothing_to_run(out, spec)
-    plan = build_plan(spec, mode=opts["mode"])
-    if not opts["force"]:
-        refuse_critical(spec)
-    if not (opts["rerun"] or opts["dry_run"] or opts["changed"] or spec.source is not None
-            or (opts["resume"] and unfinished_review(project, spec))):
-        refuse_finished(spec)
-    config = project.config
-    warnings = []
-    if (spec.status or "").lower() != "audited" and spec.source is None:
-        note = f"{spec.id} status is {spec.status or 'unset'}, not audited"
-        if opts["require_audit"]:
-            raise NotAudited(note, hint=f"run `agentrun audit {spec.path}` first, or drop "
-                                        "--require-audit")
-        warnings.append(note + "; run `agentrun audit` first")
-    sandbox, sandbox_choice = resolve_sandbox(opts["sandbox"], opts["allow_network"],
-                                              config.sandbox)
-    if sandbox_choice.fell_back:
-        warnings.append(f"commands run unconfined: sandbox {sandbox_choice.describe()}")
-    cfg, unconfigured = run_provider_config(project, plan, opts)
-    if cfg.script:  # a bad script is bad input now, not once per worker after worktrees exist
-        from agentrun.providers.scripted import ScriptedProvider
-
-        ScriptedProvider.from_file(cfg.script)
-    settings, limits = worker_settings(config, cfg, opts)
-    executor = choose_executor(opts["executor"] or config.executor
-                               or worker_agent(project, plan).executor or "builtin",
-                               cfg.provider, opts["dry_run"])
-    if opts["record"]:
-        from agentrun.providers.recording import reset_recording
-
-        reset_recording(opts["record"])
-    summary_console = out.stderr if out.mode == "json" else out.stdout
-    max_parallel = opts["max_parallel"] or config.max_parallel
-    plan_summary(spec, plan, summary_console, max_parallel=max_parallel)
-    from agentrun.cli.common import kept_lines
-
-    for line in kept_lines(spec):
-        summary_console.print(line, markup=False)
-    model_line = (f"not configured ({unconfigured.message}; a run needs one, the estimate "
-                  f"assumes {cfg.model})" if unconfigured
-                  else f"{cfg.provider}/{cfg.model} ({cfg.source})")
-    summary_console.print(f"Model: {model_line} · token budget {limits.token_budget:,}/worker"
-                          f" · timeout {limits.timeout_s:g}s/worker", markup=False)
-    asking = out.interactive and not opts["yes"]
-    estimate = run_estimate(project, spec, plan, cfg.model, limits.token_budget,
-                            config.price_overrides(), measure=opts["dry_run"] or asking)
-    summary_console.print(estimate.describe(), markup=False)
-    summary_console.print(f"Sandbox: {sandbox_choice.describe()}"
-                          + (" · network allowed" if sandbox.network and sandbox_choice.confined
-                             else ""), markup=False)
-    if executor != "builtin":
-        summary_console.print(f"Executor: {executor} (its model calls need the network, so "
-                              "its sandbox allows it)", markup=False)
-    tty = out.interactive
-    if opts["fix_cycles"] is None and not (tty and not opts["yes"]):
-        opts["fix_cycles"] = 0  # nothing to ask: CI, no terminal, or --yes
-    summary_console.print(f"Review: {review_plan(opts)}", markup=False)
-    max_cost = opts["max_cost"] or config.max_cost_usd
-    if max_cost is not None:
-        summary_console.print(spending_line(max_cost, plan, cfg.model, limits.token_budget,
-                                            config.price_overrides()), markup=False)
-    setup_settings = worktree_setup(project, opts["setup"], limits.timeout_s)
-    validation = opts["validation_command"] or config.validation_command
-    if validation:  # what the workers' checks would import, where agentrun cannot arrange it
-        from agentrun.layout import import_advice, node_advice
-
-        warnings += import_advice(project.root, os.environ, validation)
-        warnings += node_advice(project.root, config.worktree_copy,
-                                setup_settings.command if setup_settings else None)
-    summary_console.print(f"Validation: {validation} (each worker, the base commit and each "
-                          "wave's merged result)" if validation else
-                          "Validation: none — results will be not validated (set "
-                          "validation_command in .specflow/config.yaml or pass --validate)",
-                          markup=False)
-    for w in warnings:
-        out.warn(w)
-    if opts["dry_run"]:
+    if outcome.ended == Ended.NOTHING_TO_RUN:
+        return nothing_to_run(out, outcome.spec)
+    p = outcome.prepared
+    if outcome.ended == Ended.DRY_RUN:
         if out.mode == "json":
-            out.json({"ok": True, "dry_run": True, "plan": plan.to_dict(),
-                      "provider": cfg.provider, "model": cfg.model,
-                      "sandbox": sandbox_choice.describe(), "review": review_plan(opts),
-                      "estimate": estimate.to_dict()})
+            out.json({"ok": True, "dry_run": True, "plan": p.plan.to_dict(),
+                      "provider": p.cfg.provider, "model": p.cfg.model,
+                      "sandbox": p.choice.describe(), "review": review_plan(p.request),
+                      "estimate": p.estimate.to_dict()})
         return EXIT_OK
-    preflight_endpoint(cfg, out)  # before anything is made: no worktree, commit or record
-    if tty and not opts["yes"] and not typer.confirm("Proceed?", default=True, err=True):
+    if outcome.ended == Ended.NOT_STARTED:
         out.progress("not started")
         return EXIT_OK
-    if opts["fix_cycles"] is None and not opts["no_review"]:
-        opts["fix_cycles"] = max(0, typer.prompt(
-            "Fix cycles after a review that requests changes", default=0, type=int, err=True))
-    on_failure = opts["on_failure"] or config.on_failure
-    progress = progress_for(out, config.price_overrides())
-    ask = None
-    if tty and not opts["yes"] and opts["on_failure"] is None:
-        def ask(failed: list[str]) -> bool:
-            with progress.paused():  # the live table would paint over the question
-                return typer.confirm(f"Groups {', '.join(failed)} failed. Continue with the "
-                                     "remaining waves?", default=True, err=True)
-    options = RunOptions(
-        provider=settings, limits=limits, max_parallel=max_parallel,
-        on_failure=on_failure, allow_dirty=opts["allow_dirty"], resume=opts["resume"],
-        validation_command=validation, allow_failing_base=opts["allow_failing_base"],
-        interactive=opts["interactive"] and tty, use_processes=not opts["sequential"],
-        pricing=config.price_overrides(), ask_continue=ask, warnings=warnings,
-        sandbox=sandbox, sandbox_description=sandbox_choice.describe(), executor=executor,
-        review=None if opts["no_review"] else review_settings(project, opts, sandbox.mode),
-        review_skipped="--no-review" if opts["no_review"] else None,
-        setup=setup_settings, max_cost_usd=max_cost)
-    if spec.source is not None:  # the spec file a run of the plan keeps its record in
-        from agentrun.formats.companion import write as write_record
-
-        write_record(spec, project.root)
-    events.forward = progress
-    with progress:
-        orchestrator = Orchestrator(project, spec, plan, options, on_event=events)
-        try:
-            state = orchestrator.run()
-        finally:
-            from agentrun.run import pool
-
-            pool.shut_down()
     from agentrun import telemetry
 
     for problem in telemetry.problems():  # tracing's trouble, said once: the run went on
         out.warn(problem)
-    report_run(out, state, orchestrator, sandbox_choice.describe())
-    publish_reports(out, state, spec, opts["junit"])
+    state = outcome.state
+    report_run(out, state, outcome.orchestrator, p.choice.describe())
+    publish_reports(out, state, outcome.spec, flags.junit)
     if state.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_OK if state.status == "complete" else EXIT_FAILED
 
 
-def preflight_endpoint(cfg, out) -> None:
-    """The model endpoint answers and accepts the key (exit 2 naming it otherwise), before a
-    run or a fix creates anything; nothing to check for the scripted provider."""
-    from agentrun.providers.registry import provider_env
-    from agentrun.run.endpoint import check_endpoint
+class _Terminal:
+    """How `run` shows its plan and asks (app/run.py's `RunFrontend`)."""
 
-    check = check_endpoint(cfg, provider_env())
-    if check is not None:
-        out.progress(f"model endpoint: {check.describe()}")
+    def __init__(self, out, events) -> None:
+        self.out, self.events = out, events
+        self.interactive = out.interactive
+        self.progress = None
+
+    def warn(self, text: str) -> None:
+        self.out.warn(text)
+
+    def note(self, text: str) -> None:
+        self.out.progress(text)
+
+    def summary(self, prepared) -> None:
+        plan_lines(self.out, prepared)
+
+    def confirm_start(self) -> bool:
+        return typer.confirm("Proceed?", default=True, err=True)
+
+    def ask_fix_cycles(self) -> int:
+        return typer.prompt("Fix cycles after a review that requests changes", default=0,
+                            type=int, err=True)
+
+    def ask_continue(self, failed: list[str]) -> bool:
+        with self.progress.paused():  # the live table would paint over the question
+            return typer.confirm(f"Groups {', '.join(failed)} failed. Continue with the "
+                                 "remaining waves?", default=True, err=True)
+
+    @contextlib.contextmanager
+    def running(self, pricing):
+        from agentrun.cli.live import progress_for
+
+        self.progress = progress_for(self.out, pricing)
+        self.events.forward = self.progress
+        with self.progress:
+            yield self.events
+
+
+def plan_lines(out, p) -> None:
+    """The pre-run summary: the plan, the model, the estimate and every setting that matters."""
+    from agentrun.cli.common import kept_lines
+    from agentrun.cli.render import plan_summary
+    from agentrun.cli.run_settings import review_plan, spending_line
+
+    console = out.stderr if out.mode == "json" else out.stdout
+    request, cfg, config = p.request, p.cfg, p.project.config
+    plan_summary(p.spec, p.plan, console, max_parallel=request.max_parallel)
+    lines = kept_lines(p.spec)
+    model = (f"not configured ({p.unconfigured.message}; a run needs one, the estimate "
+             f"assumes {cfg.model})" if p.unconfigured else
+             f"{cfg.provider}/{cfg.model} ({cfg.source})")
+    lines.append(f"Model: {model} · token budget {request.token_budget:,}/worker"
+                 f" · timeout {request.worker_timeout_s:g}s/worker")
+    lines.append(p.estimate.describe())
+    lines.append(f"Sandbox: {p.choice.describe()}" + (
+        " · network allowed" if p.sandbox.network and p.choice.confined else ""))
+    if p.executor != "builtin":
+        lines.append(f"Executor: {p.executor} (its model calls need the network, so its "
+                     "sandbox allows it)")
+    lines.append(f"Review: {review_plan(request)}")
+    if request.max_cost_usd is not None:
+        lines.append(spending_line(request.max_cost_usd, p.plan, cfg.model,
+                                   request.token_budget, config.price_overrides()))
+    validation = request.validation_command
+    lines.append(f"Validation: {validation} (each worker, the base commit and each wave's "
+                 "merged result)" if validation else
+                 "Validation: none — results will be not validated (set validation_command "
+                 "in .specflow/config.yaml or pass --validate)")
+    for line in lines:
+        console.print(line, markup=False)
+    for w in p.warnings:
+        out.warn(w)
+
+
+def preflight_endpoint(cfg, out) -> None:
+    """The model endpoint answers and accepts the key (exit 2 naming it otherwise)."""
+    from agentrun.app.run import check_endpoint
+
+    check_endpoint(cfg, out.progress)
 
 
 def nothing_to_run(out, spec) -> int:

@@ -8,13 +8,12 @@ importing this one (from the CLI) stays cheap.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentrun.core.errors import BadInput
 
 if TYPE_CHECKING:
-    from agentrun.config import ProjectConfig
+    from agentrun.app.requests import RunFlags, RunRequest
     from agentrun.spec.model import Spec
 
 
@@ -72,23 +71,24 @@ def unfinished_review(project, spec: Spec) -> bool:
     return state is not None and review_pending(state)
 
 
-def review_plan(opts: dict[str, Any]) -> str:
+def review_plan(request: RunRequest) -> str:
     """The pre-run summary's review line."""
-    if opts["no_review"]:
+    if not request.review:
         return "skipped (--no-review)"
-    cycles = opts["fix_cycles"]
+    cycles = request.fix_cycles
     fixes = "fix cycles: asked before starting" if cycles is None else f"fix cycles: {cycles}"
     return f"code-reviewer once the work is merged ({fixes})"
 
 
-def review_settings(project, opts: dict[str, Any], sandbox_mode: str):
+def review_settings(project, request: RunRequest, sandbox_mode: str):
     """The end-of-run review: the reviewer's model from the same flags as the workers'."""
     from agentrun.cli.review_cmd import model_access
     from agentrun.run.review_step import ReviewSettings
 
+    flags = request.flags
     return ReviewSettings(
-        access=model_access(project, opts["provider"], opts["model"], opts["script"]),
-        fix_cycles=opts["fix_cycles"] or 0, sandbox=sandbox_mode,
+        access=model_access(project, flags.provider, flags.model, flags.script),
+        fix_cycles=request.fix_cycles or 0, sandbox=sandbox_mode,
         pricing=project.config.price_overrides())
 
 
@@ -119,39 +119,22 @@ def spending_line(cap: float, plan, model: str, token_budget: int, pricing) -> s
             f"({workers} worker(s) × {token_budget:,} tokens at ${price.input:g}/M input)")
 
 
-def worktree_setup(project, command: str | None, timeout_s: float):
-    """What makes each new worktree ready (flags, then config), checked before anything
-    starts; None when there is nothing to do."""
+def worktree_setup(project, request: RunRequest):
+    """What makes each new worktree ready (`request.setup_command`, the config's copies),
+    checked before anything starts; None when there is nothing to do."""
     from agentrun.protocol import SetupSettings
     from agentrun.workspace import repo_root
     from agentrun.worktree_setup import check_copies
 
     config = project.config
-    command = (command or "").strip() or config.setup_command
+    command = request.setup_command
     root = repo_root(project.root)
     copies = check_copies(root, config.worktree_copy)
     if not command and not copies:
         return None
     return SetupSettings(command=command, copies=copies, source=str(root),
-                         network=config.sandbox.setup_network, timeout_s=timeout_s)
-
-
-def worker_settings(config: ProjectConfig, cfg, opts: dict[str, Any]):
-    """The provider settings and limits every worker of a run gets: flags, then config."""
-    from agentrun.protocol import ProviderSettings, WorkerLimits
-
-    limits = WorkerLimits(
-        max_steps=opts["max_steps"] or config.max_steps,
-        token_budget=opts["token_budget"] or config.token_budget,
-        timeout_s=opts["worker_timeout"] or config.worker_timeout_s,
-        max_retries=opts["max_retries"] if opts["max_retries"] is not None
-        else config.retries)
-    record = opts.get("record")
-    settings = ProviderSettings(provider=cfg.provider, model=cfg.model, base_url=cfg.base_url,
-                                max_retries=cfg.max_retries, timeout_s=cfg.timeout_s,
-                                script=str(Path(cfg.script).resolve()) if cfg.script else None,
-                                record=str(record.resolve()) if record else None)
-    return settings, limits
+                         network=config.sandbox.setup_network,
+                         timeout_s=request.worker_timeout_s)
 
 
 def worker_agent(project, plan):
@@ -163,25 +146,26 @@ def worker_agent(project, plan):
                       project.overrides_root)
 
 
-def provider_config(project, plan, opts):
+def provider_config(project, plan, flags: RunFlags):
+    """The workers' provider and model, with where they came from (registry.py decides)."""
     from agentrun.providers.registry import resolve_provider_config
 
     agent = worker_agent(project, plan)
-    return resolve_provider_config(flag_provider=opts["provider"], flag_model=opts["model"],
+    return resolve_provider_config(flag_provider=flags.provider, flag_model=flags.model,
                                    config=project.config, agent_model=agent.model,
-                                   script=opts["script"])
+                                   script=flags.script)
 
 
-def run_provider_config(project, plan, opts):
+def run_provider_config(project, plan, flags: RunFlags):
     """The run's provider settings, and why there are none: a dry run shows the plan and its
     estimate without a model key (priced as the default model), a real run stops here."""
     from agentrun.providers.catalog import ProviderConfig
     from agentrun.providers.registry import DEFAULT_MODELS, NotConfigured
 
     try:
-        return provider_config(project, plan, opts), None
+        return provider_config(project, plan, flags), None
     except NotConfigured as exc:
-        if not opts["dry_run"]:
+        if not flags.dry_run:
             raise
         provider = next(iter(DEFAULT_MODELS))
         return ProviderConfig(provider=provider, model=DEFAULT_MODELS[provider],
