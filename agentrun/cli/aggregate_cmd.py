@@ -4,86 +4,86 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from agentrun.cli.ci_report import EVENTS_HELP, JUNIT_HELP
 from agentrun.cli.common import JSON_OPT, output
+from agentrun.cli.run_cmd import Events, Junit, Script
+
+AGGREGATE_HELP = """Aggregate one wave of CI worker jobs into the checked-out branch.
+
+Run it in a clone of the target branch after `git fetch origin
+'+refs/heads/agentrun/*:refs/remotes/origin/agentrun/*'`. Every result is verified
+against its branch (a local branch or origin/<branch>), branches are merged in group
+order with the failure rules of a local run, and the spec's Execution Summary, STATE.md
+and .specflow/execution/<SPEC>-state.json are written and committed. Push the branch
+afterwards: the next wave's jobs run on that commit, and its aggregate continues the
+same execution state. Wave 1's results start a new run; a later wave needs the
+previous one aggregated. After the last wave (or when the failure rules abort) the run
+is finished; otherwise --json reports "status": "running" and "next_wave".
+The settings (config, agents, prompts) are the run's: those of --start-commit, else those
+its execution state recorded when wave 1 was aggregated, whatever earlier waves merged
+since. With --github-output, a later job can act
+on the outcome: `status` is one of running, complete, partial, failed, aborted or
+interrupted, and `commit` the commit made (both unset when nothing was).
+
+After the last wave, when every group completed, the reviewer reviews the merged result
+as at the end of `agentrun run` (its model from --provider/--model, else the environment,
+.specflow/config.yaml or the agent definition), and the run is complete only when it
+approves; fix cycles are `agentrun fix`'s, in a job of their own.
+
+Exit codes: 0 every group aggregated so far completed (and, after the last wave, the
+review approved) · 1 a group failed, was partial or blocked, or the review requested
+changes · 2 bad input: a result file missing or unreadable, a result for a group not
+in the plan, a completed result whose branch is not in the repository (never pushed or
+not fetched), a batch of the wave without a result (see --allow-missing), results of
+several waves, a wave whose previous wave is not aggregated, a bad --start-commit, or
+--github-output outside a GitHub Actions step · 3 could not start (detached HEAD, dirty
+tree, lock held, no model for the last wave's review, a run that started elsewhere than
+--start-commit) · 130 interrupted.
+"""
+
+Opt = typer.Option
+SpecArg = Annotated[str, typer.Argument(metavar="SPEC", show_default=False,
+                                        help="Spec file or id.")]
+Results = Annotated[list[Path], typer.Argument(
+    metavar="RESULTS", show_default=False, help="The result files of one wave's worker jobs.")]
+Remote = Annotated[str, Opt("--remote",
+                            help="Remote whose fetched branches hold the jobs' commits.")]
+OnFailure = Annotated[str | None, Opt("--on-failure", help=(
+    "After a wave with failures: continue (default) or abort."))]
+AllowMissing = Annotated[bool, Opt("--allow-missing", help=(
+    "Count batches without a result file as failed instead of refusing."))]
+PlanMode = Annotated[str | None, Opt("--mode", help="As given to `plan --matrix`.")]
+MaxWorkers = Annotated[int | None, Opt("--max-workers", min=1,
+                                       help="As given to `plan --matrix`.")]
+Start = Annotated[str | None, Opt("--start-commit", metavar="COMMIT", help=(
+    "The run's start commit (where its plan was made): its .specflow/config.yaml applies, "
+    "not the checkout's."))]
+SandboxMode = Annotated[str | None, Opt("--sandbox", metavar="auto|on|off", help=(
+    "Confine the integration check's and the reviewer's commands with bubblewrap: auto "
+    "(where it works), on (refuse to start without it) or off (config: sandbox.mode; "
+    "default auto)."))]
+GithubOutput = Annotated[bool, Opt("--github-output", help=(
+    "Set the step's outputs `status` (the run's) and `commit` (the one this aggregate "
+    "made), in the file GITHUB_OUTPUT names."))]
+NoReview = Annotated[bool, Opt("--no-review", help=(
+    "After the last wave, do not review the merged result (review it later with "
+    "`agentrun review SPEC`)."))]
+ReviewProvider = Annotated[str | None, Opt("--provider", help=(
+    "The reviewer's provider: anthropic, openai or scripted."))]
+ReviewModel = Annotated[str | None, Opt("--model", help="The reviewer's model.")]
 
 
-def aggregate(
-    spec: str = typer.Argument(..., metavar="SPEC", show_default=False,
-                               help="Spec file or id."),
-    results: list[Path] = typer.Argument(..., metavar="RESULTS", show_default=False,
-                                         help="The result files of one wave's worker jobs."),
-    remote: str = typer.Option("origin", "--remote",
-                               help="Remote whose fetched branches hold the jobs' commits."),
-    on_failure: str | None = typer.Option(
-        None, "--on-failure", help="After a wave with failures: continue (default) or abort."),
-    allow_missing: bool = typer.Option(
-        False, "--allow-missing", help="Count batches without a result file as failed "
-                                       "instead of refusing."),
-    mode: str | None = typer.Option(None, "--mode", help="As given to `plan --matrix`."),
-    max_workers: int | None = typer.Option(None, "--max-workers", min=1,
-                                           help="As given to `plan --matrix`."),
-    start: str | None = typer.Option(
-        None, "--start-commit", metavar="COMMIT",
-        help="The run's start commit (where its plan was made): its .specflow/config.yaml "
-             "applies, not the checkout's."),
-    sandbox: str | None = typer.Option(
-        None, "--sandbox", metavar="auto|on|off",
-        help="Confine the integration check's and the reviewer's commands with bubblewrap: "
-             "auto (where it works), on (refuse to start without it) or off (config: "
-             "sandbox.mode; default auto)."),
-    github_output: bool = typer.Option(
-        False, "--github-output", help="Set the step's outputs `status` (the run's) and "
-                                       "`commit` (the one this aggregate made), in the file "
-                                       "GITHUB_OUTPUT names."),
-    no_review: bool = typer.Option(
-        False, "--no-review", help="After the last wave, do not review the merged result "
-                                   "(review it later with `agentrun review SPEC`)."),
-    provider: str | None = typer.Option(None, "--provider",
-                                        help="The reviewer's provider: anthropic, openai or "
-                                             "scripted."),
-    model: str | None = typer.Option(None, "--model", help="The reviewer's model."),
-    script: Path | None = typer.Option(None, "--script",
-                                       help="Script file for the scripted provider."),
-    junit: Path | None = typer.Option(None, "--junit", metavar="FILE", help=JUNIT_HELP),
-    events: str | None = typer.Option(None, "--events", metavar="FILE|-", help=EVENTS_HELP),
-    json_out: bool = JSON_OPT,
-) -> None:
-    """Aggregate one wave of CI worker jobs into the checked-out branch.
-
-    Run it in a clone of the target branch after `git fetch origin
-    '+refs/heads/agentrun/*:refs/remotes/origin/agentrun/*'`. Every result is verified
-    against its branch (a local branch or origin/<branch>), branches are merged in group
-    order with the failure rules of a local run, and the spec's Execution Summary, STATE.md
-    and .specflow/execution/<SPEC>-state.json are written and committed. Push the branch
-    afterwards: the next wave's jobs run on that commit, and its aggregate continues the
-    same execution state. Wave 1's results start a new run; a later wave needs the
-    previous one aggregated. After the last wave (or when the failure rules abort) the run
-    is finished; otherwise --json reports "status": "running" and "next_wave".
-    The settings (config, agents, prompts) are the run's: those of --start-commit, else those
-    its execution state recorded when wave 1 was aggregated, whatever earlier waves merged
-    since. With --github-output, a later job can act
-    on the outcome: `status` is one of running, complete, partial, failed, aborted or
-    interrupted, and `commit` the commit made (both unset when nothing was).
-
-    After the last wave, when every group completed, the reviewer reviews the merged result
-    as at the end of `agentrun run` (its model from --provider/--model, else the environment,
-    .specflow/config.yaml or the agent definition), and the run is complete only when it
-    approves; fix cycles are `agentrun fix`'s, in a job of their own.
-
-    Exit codes: 0 every group aggregated so far completed (and, after the last wave, the
-    review approved) · 1 a group failed, was partial or blocked, or the review requested
-    changes · 2 bad input: a result file missing or unreadable, a result for a group not
-    in the plan, a completed result whose branch is not in the repository (never pushed or
-    not fetched), a batch of the wave without a result (see --allow-missing), results of
-    several waves, a wave whose previous wave is not aggregated, a bad --start-commit, or
-    --github-output outside a GitHub Actions step · 3 could not start (detached HEAD, dirty
-    tree, lock held, no model for the last wave's review, a run that started elsewhere than
-    --start-commit) · 130 interrupted.
-    """
+def aggregate(spec: SpecArg, results: Results, remote: Remote = "origin",
+              on_failure: OnFailure = None, allow_missing: AllowMissing = False,
+              mode: PlanMode = None, max_workers: MaxWorkers = None, start: Start = None,
+              sandbox: SandboxMode = None, github_output: GithubOutput = False,
+              no_review: NoReview = False, provider: ReviewProvider = None,
+              model: ReviewModel = None, script: Script = None, junit: Junit = None,
+              events: Events = None, json_out: bool = JSON_OPT) -> None:
+    """`agentrun aggregate` (its help is AGGREGATE_HELP): the wave aggregated, its exit code."""
     from agentrun.app.ci import aggregate_wave
     from agentrun.app.requests import RunFlags, check_flags
 

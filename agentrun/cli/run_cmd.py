@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import typer
 
@@ -21,88 +21,94 @@ EXECUTOR_HELP = ("Who works in each worktree: builtin (agentrun's own loop), cla
 NETWORK_HELP = "Let sandboxed commands reach the network (config: sandbox.network)."
 
 
-def run(
-    spec: str | None = SPEC_ARG,
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before starting."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Stop after the pre-execution summary."),
-    mode: Mode | None = typer.Option(None, "--mode", help="Override the chosen mode."),
-    max_parallel: int | None = typer.Option(None, "--max-parallel", min=1,
-                                            help="Workers at once (default: the whole wave)."),
-    on_failure: Literal["continue", "abort"] | None = typer.Option(
-        None, "--on-failure", help="After a wave with failures: continue or abort "
-                                   "(default: ask in a terminal, continue otherwise)."),
-    allow_dirty: bool = typer.Option(False, "--allow-dirty",
-                                     help="Run with uncommitted changes the spec does not touch."),
-    require_audit: bool = typer.Option(False, "--require-audit",
-                                       help="Exit 1 unless the spec's status is audited."),
-    force: bool = typer.Option(False, "--force",
-                               help="Run a spec even though static checks found it critical."),
-    resume: bool = typer.Option(False, "--resume",
-                                help="Continue the last interrupted or failed run of the spec."),
-    rerun: bool = typer.Option(False, "--rerun",
-                               help="Run a spec that is already in review or done again."),
-    allow_failing_base: bool = typer.Option(
-        False, "--allow-failing-base",
-        help="Run even though the validation command fails before any change; merged results "
-             "then pass when they add no new failures."),
-    provider: str | None = typer.Option(None, "--provider",
-                                        help="anthropic, openai or scripted."),
-    model: str | None = typer.Option(None, "--model", help="Model name."),
-    script: Path | None = typer.Option(None, "--script",
-                                       help="Script file for the scripted provider."),
-    record: Path | None = typer.Option(None, "--record",
-                                       help="Record the model replies into a script file."),
-    max_steps: int | None = typer.Option(None, "--max-steps", min=1),
-    token_budget: int | None = typer.Option(None, "--token-budget", min=1000),
-    worker_timeout: float | None = typer.Option(None, "--worker-timeout", min=1,
-                                                help="Seconds before a worker is killed."),
-    retries: int | None = typer.Option(
-        None, "--retries", min=0, metavar="N",
-        help="Fresh attempts after a failed one (config: retries; default 3)."),
-    old_retries: int | None = typer.Option(None, "--max-retries", min=0, hidden=True,
-                                           help="Deprecated spelling of --retries."),
-    validation_command: str | None = typer.Option(
-        None, "--validate", help="Command that must pass before work counts as done."),
-    sequential: bool = typer.Option(False, "--in-process",
-                                    help="Run workers in this process, one at a time."),
-    interactive: bool = typer.Option(False, "--interactive",
-                                     help="Let agents ask before risky steps (TTY only)."),
-    sandbox: Literal["auto", "on", "off"] | None = typer.Option(None, "--sandbox",
-                                                                help=SANDBOX_HELP),
-    allow_network: bool = typer.Option(False, "--allow-network", help=NETWORK_HELP),
-    setup: str | None = typer.Option(
-        None, "--setup", metavar="CMD",
-        help="Run CMD in every new worktree before its worker starts (config: setup_command)."),
-    max_cost: float | None = typer.Option(
-        None, "--max-cost", metavar="USD",
-        help="Stop the run once it has spent USD, every worker included "
-             "(config: max_cost_usd)."),
-    junit: Path | None = typer.Option(None, "--junit", metavar="FILE", help=JUNIT_HELP),
-    events: str | None = typer.Option(None, "--events", metavar="FILE|-", help=EVENTS_HELP),
-    executor: str | None = typer.Option(None, "--executor", metavar="builtin|claude-code|codex",
-                                        help=EXECUTOR_HELP),
-    no_review: bool = typer.Option(False, "--no-review",
-                                   help="Do not review the merged result at the end (the run "
-                                        "is then complete without an approval)."),
-    fix_cycles: int | None = typer.Option(
-        None, "--fix-cycles", min=0, metavar="N",
-        help="After a review that requests changes: fix and review again up to N times "
-             "(default: asked in a terminal, 0 otherwise)."),
-    fmt: str | None = FORMAT_OPT,
-    changed: bool = CHANGED_OPT,
-    json_out: bool = JSON_OPT,
-) -> None:
-    """Execute a spec: plan, run workers wave by wave, merge, review, and write the summary.
+RUN_HELP = """Execute a spec: plan, run workers wave by wave, merge, review, and write the summary.
 
-    SPEC may also be a spec-kit or Kiro tasks.md, a GSD PLAN.md or phase folder, or a
-    Taskmaster tasks.json: it runs as it is, and afterwards its own file marks the tasks that
-    landed (see docs/formats.md).
+SPEC may also be a spec-kit or Kiro tasks.md, a GSD PLAN.md or phase folder, or a
+Taskmaster tasks.json: it runs as it is, and afterwards its own file marks the tasks that
+landed (see docs/formats.md).
 
-    Once the work is merged and integration-checked, the reviewer agent judges the run's diff
-    against the spec (as `agentrun review` does; --no-review skips it). Exit 0 only when the
-    run completed and the review approved; 1 when something failed or the review requested
-    changes (fix with `agentrun fix`, or --fix-cycles N).
-    """
+Once the work is merged and integration-checked, the reviewer agent judges the run's diff
+against the spec (as `agentrun review` does; --no-review skips it). Exit 0 only when the
+run completed and the review approved; 1 when something failed or the review requested
+changes (fix with `agentrun fix`, or --fix-cycles N).
+"""
+
+Opt = typer.Option
+Yes = Annotated[bool, Opt("--yes", "-y", help="Do not ask before starting.")]
+DryRun = Annotated[bool, Opt("--dry-run", help="Stop after the pre-execution summary.")]
+ModeOpt = Annotated[Mode | None, Opt("--mode", help="Override the chosen mode.")]
+MaxParallel = Annotated[int | None, Opt("--max-parallel", min=1,
+                                        help="Workers at once (default: the whole wave).")]
+OnFailure = Annotated[Literal["continue", "abort"] | None, Opt(
+    "--on-failure", help="After a wave with failures: continue or abort (default: ask in a "
+                         "terminal, continue otherwise).")]
+AllowDirty = Annotated[bool, Opt("--allow-dirty", help="Run with uncommitted changes the spec "
+                                                       "does not touch.")]
+RequireAudit = Annotated[bool, Opt("--require-audit",
+                                   help="Exit 1 unless the spec's status is audited.")]
+Force = Annotated[bool, Opt("--force",
+                            help="Run a spec even though static checks found it critical.")]
+Resume = Annotated[bool, Opt("--resume",
+                             help="Continue the last interrupted or failed run of the spec.")]
+Rerun = Annotated[bool, Opt("--rerun",
+                            help="Run a spec that is already in review or done again.")]
+AllowFailingBase = Annotated[bool, Opt(
+    "--allow-failing-base", help="Run even though the validation command fails before any "
+                                 "change; merged results then pass when they add no new "
+                                 "failures.")]
+Provider = Annotated[str | None, Opt("--provider", help="anthropic, openai or scripted.")]
+Model = Annotated[str | None, Opt("--model", help="Model name.")]
+Script = Annotated[Path | None, Opt("--script", help="Script file for the scripted provider.")]
+Record = Annotated[Path | None, Opt("--record",
+                                    help="Record the model replies into a script file.")]
+MaxSteps = Annotated[int | None, Opt("--max-steps", min=1)]
+TokenBudget = Annotated[int | None, Opt("--token-budget", min=1000)]
+WorkerTimeout = Annotated[float | None, Opt("--worker-timeout", min=1,
+                                            help="Seconds before a worker is killed.")]
+Retries = Annotated[int | None, Opt("--retries", min=0, metavar="N", help=(
+    "Fresh attempts after a failed one (config: retries; default 3)."))]
+OldRetries = Annotated[int | None, Opt("--max-retries", min=0, hidden=True,
+                                       help="Deprecated spelling of --retries.")]
+Validate = Annotated[str | None, Opt("--validate", help="Command that must pass before work "
+                                                        "counts as done.")]
+InProcess = Annotated[bool, Opt("--in-process",
+                                help="Run workers in this process, one at a time.")]
+Interactive = Annotated[bool, Opt("--interactive",
+                                  help="Let agents ask before risky steps (TTY only).")]
+Sandbox = Annotated[Literal["auto", "on", "off"] | None, Opt("--sandbox", help=SANDBOX_HELP)]
+AllowNetwork = Annotated[bool, Opt("--allow-network", help=NETWORK_HELP)]
+Setup = Annotated[str | None, Opt("--setup", metavar="CMD", help=(
+    "Run CMD in every new worktree before its worker starts (config: setup_command)."))]
+MaxCost = Annotated[float | None, Opt("--max-cost", metavar="USD", help=(
+    "Stop the run once it has spent USD, every worker included (config: max_cost_usd)."))]
+Junit = Annotated[Path | None, Opt("--junit", metavar="FILE", help=JUNIT_HELP)]
+Events = Annotated[str | None, Opt("--events", metavar="FILE|-", help=EVENTS_HELP)]
+ExecutorOpt = Annotated[str | None, Opt("--executor", metavar="builtin|claude-code|codex",
+                                        help=EXECUTOR_HELP)]
+NoReview = Annotated[bool, Opt("--no-review", help=(
+    "Do not review the merged result at the end (the run is then complete without an "
+    "approval)."))]
+FixCycles = Annotated[int | None, Opt("--fix-cycles", min=0, metavar="N", help=(
+    "After a review that requests changes: fix and review again up to N times (default: "
+    "asked in a terminal, 0 otherwise)."))]
+
+
+def run(spec: str | None = SPEC_ARG, yes: Yes = False, dry_run: DryRun = False,
+        mode: ModeOpt = None, max_parallel: MaxParallel = None, on_failure: OnFailure = None,
+        allow_dirty: AllowDirty = False, require_audit: RequireAudit = False,
+        force: Force = False, resume: Resume = False, rerun: Rerun = False,
+        allow_failing_base: AllowFailingBase = False, provider: Provider = None,
+        model: Model = None, script: Script = None, record: Record = None,
+        max_steps: MaxSteps = None, token_budget: TokenBudget = None,
+        worker_timeout: WorkerTimeout = None, retries: Retries = None,
+        old_retries: OldRetries = None, validation_command: Validate = None,
+        sequential: InProcess = False, interactive: Interactive = False,
+        sandbox: Sandbox = None, allow_network: AllowNetwork = False, setup: Setup = None,
+        max_cost: MaxCost = None, junit: Junit = None, events: Events = None,
+        executor: ExecutorOpt = None, no_review: NoReview = False,
+        fix_cycles: FixCycles = None, fmt: str | None = FORMAT_OPT,
+        changed: bool = CHANGED_OPT, json_out: bool = JSON_OPT) -> None:
+    """`agentrun run` (its help is RUN_HELP): the flags, the run, its exit code."""
     out = output(json_out, events)
     if old_retries is not None:
         out.warn("--max-retries is deprecated; use --retries")

@@ -9,73 +9,77 @@ the job.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from agentrun.cli.common import JSON_OPT, output
-from agentrun.cli.run_cmd import NETWORK_HELP, SANDBOX_HELP
+from agentrun.cli.run_cmd import (
+    SANDBOX_HELP,
+    AllowNetwork,
+    MaxSteps,
+    Model,
+    OldRetries,
+    Provider,
+    Script,
+    TokenBudget,
+    Validate,
+)
 from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 
+WORKER_HELP = """Execute one worker batch and write its result JSON.
 
-def worker(
-    assignment: Path | None = typer.Option(None, "--assignment",
-                                           help="Assignment JSON to execute (local form)."),
-    spec: str | None = typer.Option(None, "--spec", help="CI form: the spec file or id."),
-    groups: str | None = typer.Option(
-        None, "--groups", help="CI form: the batch's groups (`G2,G3`) or batch id, as in the "
-                               "matrix entry's `groups`."),
-    base: str | None = typer.Option(None, "--base",
-                                    help="CI form: commit to branch from (default HEAD)."),
-    start: str | None = typer.Option(
-        None, "--start-commit", metavar="COMMIT",
-        help="CI form: the run's start commit (where its plan was made); its "
-             ".specflow/config.yaml applies, not the checkout's."),
-    out_path: Path | None = typer.Option(None, "--out", help="CI form: where to write the "
-                                                             "result JSON."),
-    mode: str | None = typer.Option(None, "--mode", help="CI form: as given to `plan`."),
-    max_workers: int | None = typer.Option(None, "--max-workers", min=1,
-                                           help="CI form: as given to `plan`."),
-    provider: str | None = typer.Option(None, "--provider",
-                                        help="anthropic, openai or scripted."),
-    model: str | None = typer.Option(None, "--model", help="Model name."),
-    script: Path | None = typer.Option(None, "--script",
-                                       help="Script file for the scripted provider."),
-    max_steps: int | None = typer.Option(None, "--max-steps", min=1),
-    token_budget: int | None = typer.Option(None, "--token-budget", min=1000),
-    worker_timeout: float | None = typer.Option(None, "--worker-timeout", min=1,
-                                                help="Seconds the agent may take."),
-    retries: int | None = typer.Option(None, "--retries", min=0, metavar="N",
-                                       help="Fresh attempts after a failed one."),
-    old_retries: int | None = typer.Option(None, "--max-retries", min=0, hidden=True,
-                                           help="Deprecated spelling of --retries."),
-    validation_command: str | None = typer.Option(
-        None, "--validate", help="Command that must pass before work counts as done."),
-    sandbox: str | None = typer.Option(None, "--sandbox", metavar="auto|on|off",
-                                       help=SANDBOX_HELP),
-    allow_network: bool = typer.Option(False, "--allow-network", help=NETWORK_HELP),
-    json_out: bool = JSON_OPT,
-) -> None:
-    """Execute one worker batch and write its result JSON.
+Local form (started by `agentrun run`): --assignment FILE.
 
-    Local form (started by `agentrun run`): --assignment FILE.
+CI form (one entry of `agentrun plan SPEC --matrix`): --spec SPEC --groups G2,G3
+[--base REF] [--start-commit SHA] --out result.json. Runs the batch in this checkout on
+the branch agentrun/<spec>/<batch>, created from --base (default HEAD), commits there and
+writes the result (with its branch and base commit) to --out. agentrun does not push: the
+job hands the branch to `agentrun aggregate` (a push, or a `git bundle`). Write --out
+outside the checkout. Jobs of wave 2 and later run on the commit the previous wave's
+`agentrun aggregate` made; a batch whose dependencies failed writes a `blocked` result
+without calling the model. The settings (config, agents, prompts) are the run's: those of
+--start-commit, else those its execution state recorded when it started, whatever earlier
+waves merged since.
 
-    CI form (one entry of `agentrun plan SPEC --matrix`): --spec SPEC --groups G2,G3
-    [--base REF] [--start-commit SHA] --out result.json. Runs the batch in this checkout on
-    the branch agentrun/<spec>/<batch>, created from --base (default HEAD), commits there and
-    writes the result (with its branch and base commit) to --out. agentrun does not push: the
-    job hands the branch to `agentrun aggregate` (a push, or a `git bundle`). Write --out
-    outside the checkout. Jobs of wave 2 and later run on the commit the previous wave's
-    `agentrun aggregate` made; a batch whose dependencies failed writes a `blocked` result
-    without calling the model. The settings (config, agents, prompts) are the run's: those of
-    --start-commit, else those its execution state recorded when it started, whatever earlier
-    waves merged since.
+Exit codes: 0 complete · 1 failed, partial or blocked · 2 bad input (unknown groups, bad
+--base or --start-commit) · 3 could not start (dirty checkout, previous wave not
+aggregated, a run that started elsewhere than --start-commit, branch exists, no model,
+--sandbox on without bubblewrap) · 130 interrupted.
+"""
 
-    Exit codes: 0 complete · 1 failed, partial or blocked · 2 bad input (unknown groups, bad
-    --base or --start-commit) · 3 could not start (dirty checkout, previous wave not
-    aggregated, a run that started elsewhere than --start-commit, branch exists, no model,
-    --sandbox on without bubblewrap) · 130 interrupted.
-    """
+CIOpt = typer.Option
+AssignmentOpt = Annotated[Path | None, CIOpt("--assignment", help=(
+    "Assignment JSON to execute (local form)."))]
+SpecOpt = Annotated[str | None, CIOpt("--spec", help="CI form: the spec file or id.")]
+Groups = Annotated[str | None, CIOpt("--groups", help=(
+    "CI form: the batch's groups (`G2,G3`) or batch id, as in the matrix entry's `groups`."))]
+Base = Annotated[str | None, CIOpt("--base",
+                                   help="CI form: commit to branch from (default HEAD).")]
+Start = Annotated[str | None, CIOpt("--start-commit", metavar="COMMIT", help=(
+    "CI form: the run's start commit (where its plan was made); its .specflow/config.yaml "
+    "applies, not the checkout's."))]
+OutPath = Annotated[Path | None, CIOpt("--out", help="CI form: where to write the result JSON.")]
+PlanMode = Annotated[str | None, CIOpt("--mode", help="CI form: as given to `plan`.")]
+MaxWorkers = Annotated[int | None, CIOpt("--max-workers", min=1,
+                                         help="CI form: as given to `plan`.")]
+AgentTimeout = Annotated[float | None, CIOpt("--worker-timeout", min=1,
+                                             help="Seconds the agent may take.")]
+WorkerRetries = Annotated[int | None, CIOpt("--retries", min=0, metavar="N",
+                                            help="Fresh attempts after a failed one.")]
+SandboxMode = Annotated[str | None, CIOpt("--sandbox", metavar="auto|on|off",
+                                          help=SANDBOX_HELP)]
+
+
+def worker(assignment: AssignmentOpt = None, spec: SpecOpt = None, groups: Groups = None,
+           base: Base = None, start: Start = None, out_path: OutPath = None,
+           mode: PlanMode = None, max_workers: MaxWorkers = None, provider: Provider = None,
+           model: Model = None, script: Script = None, max_steps: MaxSteps = None,
+           token_budget: TokenBudget = None, worker_timeout: AgentTimeout = None,
+           retries: WorkerRetries = None, old_retries: OldRetries = None,
+           validation_command: Validate = None, sandbox: SandboxMode = None,
+           allow_network: AllowNetwork = False, json_out: bool = JSON_OPT) -> None:
+    """`agentrun worker` (its help is WORKER_HELP): one of its two forms, its exit code."""
     import signal
     import threading
 
@@ -86,22 +90,12 @@ def worker(
     if old_retries is not None:
         out.warn("--max-retries is deprecated; use --retries")
         retries = old_retries if retries is None else retries
-    ci_given = [n for n, v in (("--spec", spec), ("--groups", groups), ("--out", out_path))
-                if v is not None]
-    if assignment is not None and ci_given:
-        raise BadInput(f"--assignment cannot be combined with {', '.join(ci_given)}",
-                       hint="use either --assignment FILE or --spec SPEC --groups G1 --out FILE")
+    _one_form(assignment, {"--spec": spec, "--groups": groups, "--out": out_path})
     cancel = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: cancel.set())
     if assignment is not None:
         raise typer.Exit(_local(assignment, out, cancel, sandbox, allow_network))
-    missing = [n for n, v in (("--spec", spec), ("--groups", groups), ("--out", out_path))
-               if v is None]
-    if missing:
-        raise BadInput(f"missing {', '.join(missing)}",
-                       hint="run a CI batch with --spec SPEC --groups G1,G2 --out result.json, "
-                            "or an assignment with --assignment FILE")
     flags = RunFlags(mode=mode, provider=provider, model=model, script=script,
                      max_steps=max_steps, token_budget=token_budget,
                      worker_timeout=worker_timeout, retries=retries,
@@ -111,9 +105,21 @@ def worker(
     done = worker_batch(spec, groups, base, start, out_path, flags,  # type: ignore[arg-type]
                         max_workers=max_workers, warn=out.warn, note=out.progress,
                         cancel=cancel)
-    doc = {**done.result.model_dump(), **done.extras}
-    _print(out, doc, str(out_path))
+    _print(out, {**done.result.model_dump(), **done.extras}, str(out_path))
     raise typer.Exit(_code(done.result.status, done.result.stop_reason))
+
+
+def _one_form(assignment: Path | None, ci: dict[str, object]) -> None:
+    """--assignment alone, or every option of the CI form."""
+    given = [name for name, value in ci.items() if value is not None]
+    if assignment is not None and given:
+        raise BadInput(f"--assignment cannot be combined with {', '.join(given)}",
+                       hint="use either --assignment FILE or --spec SPEC --groups G1 --out FILE")
+    missing = [name for name, value in ci.items() if value is None]
+    if assignment is None and missing:
+        raise BadInput(f"missing {', '.join(missing)}",
+                       hint="run a CI batch with --spec SPEC --groups G1,G2 --out result.json, "
+                            "or an assignment with --assignment FILE")
 
 
 def _local(assignment: Path, out, cancel, sandbox: str | None, allow_network: bool) -> int:
