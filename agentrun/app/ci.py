@@ -46,9 +46,9 @@ def aggregate_wave(spec_arg: str, results: list[Path], flags: RunFlags, *, remot
     """Verify and merge one wave's CI results into the checked-out branch (run/ci.py).
     `on_event` opens the event sink once every check before the merge has passed."""
     from agentrun import workspace
+    from agentrun.app.checks import review_settings
     from agentrun.app.loading import load
     from agentrun.app.requests import check_flags
-    from agentrun.cli.run_settings import review_settings
     from agentrun.plan import build_plan
     from agentrun.protocol import ProviderSettings
     from agentrun.report.execution_state import load_state, state_path
@@ -212,7 +212,7 @@ class _Job:
     def _assignment(self, request: Any, box: Any, branch: str, out_path: Path) -> Any:
         """The batch's assignment, as the local orchestrator would write it."""
         from agentrun import workspace
-        from agentrun.cli.run_settings import provider_config
+        from agentrun.app.checks import provider_config
         from agentrun.run.assignment import make_assignment
 
         config = self.project.config

@@ -26,9 +26,7 @@ def fix(spec_arg: str | None, flags: RunFlags, cycles: int, *,
         warn: Callable[[str], None], note: Callable[[str], None]) -> FixOutcome:
     """Continue the spec's last run with up to `cycles` fix cycles (BadInput when its last
     review left nothing open)."""
-    from agentrun.app.loading import pin_to_last_run
-    from agentrun.app.run import check_endpoint
-    from agentrun.cli.run_settings import (
+    from agentrun.app.checks import (
         capped_price,
         choose_executor,
         provider_config,
@@ -36,6 +34,8 @@ def fix(spec_arg: str | None, flags: RunFlags, cycles: int, *,
         worker_agent,
         worktree_setup,
     )
+    from agentrun.app.loading import pin_to_last_run
+    from agentrun.app.run import check_endpoint
     from agentrun.core.fsutil import relpath
     from agentrun.plan import build_plan
     from agentrun.project import project_for_spec

@@ -3,7 +3,7 @@
 `run` takes the command's flags and a `RunFrontend` (how the command shows the plan, asks
 before starting and shows progress) and returns a `RunOutcome`; it prints nothing itself.
 Every refusal comes before anything exists: no worktree, commit or run record
-(cli/run_settings.py's checks, the provider, the sandbox, the spending cap's price). `agentrun
+(app/checks.py's checks, the provider, the sandbox, the spending cap's price). `agentrun
 resume` is this use case with `--resume`: the run continues under the settings it started
 with.
 """
@@ -67,7 +67,7 @@ class PreparedRun:
     choice: SandboxChoice
     executor: str
     setup: SetupSettings | None
-    estimate: Any  # cli/run_estimate.py's estimate
+    estimate: Any  # app/estimate.py's estimate
     warnings: list[str] = field(default_factory=list)
 
 
@@ -123,8 +123,8 @@ def run(spec_arg: str | None, flags: RunFlags, ui: RunFrontend) -> RunOutcome:
 def prepare(spec_arg: str | None, flags: RunFlags, ui: RunFrontend) -> PreparedRun | RunOutcome:
     """The project, spec and plan, the request, and every check a run must pass before it
     creates anything."""
+    from agentrun.app.checks import refuse_critical, refuse_finished, unfinished_review
     from agentrun.app.loading import load, pin_to_last_run
-    from agentrun.cli.run_settings import refuse_critical, refuse_finished, unfinished_review
     from agentrun.plan import build_plan
 
     check_flags(flags)
@@ -146,14 +146,14 @@ def prepare(spec_arg: str | None, flags: RunFlags, ui: RunFrontend) -> PreparedR
 
 def _checked(project: Project, spec: Spec, plan: Plan, flags: RunFlags,
              ui: RunFrontend) -> PreparedRun:
-    from agentrun.cli.run_estimate import run_estimate
-    from agentrun.cli.run_settings import (
+    from agentrun.app.checks import (
         capped_price,
         choose_executor,
         run_provider_config,
         worker_agent,
         worktree_setup,
     )
+    from agentrun.app.estimate import run_estimate
     from agentrun.sandbox.choice import resolve as resolve_sandbox
 
     config = project.config
@@ -205,7 +205,7 @@ def execute(prepared: PreparedRun, ui: RunFrontend,
             ask: bool) -> tuple[RunState, Orchestrator]:
     """Run the prepared run: the orchestrator steps every wave; `ask`: after a wave with
     failures, the user says whether to go on."""
-    from agentrun.cli.run_settings import review_settings
+    from agentrun.app.checks import review_settings
     from agentrun.run.orchestrator import Orchestrator
 
     p, request = prepared, prepared.request

@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
     app.command("plan")(plan_cmd.plan)
     app.command("audit")(audit_cmd.audit)
     app.command("run", help=run_cmd.RUN_HELP)(run_cmd.run)
-    app.command("review")(review_cmd.review)
+    app.command("review", help=review_cmd.REVIEW_HELP)(review_cmd.review)
     app.command("fix")(fix_cmd.fix)
     app.command("worker", help=worker_cmd.WORKER_HELP)(worker_cmd.worker)
     app.command("aggregate", help=aggregate_cmd.AGGREGATE_HELP)(aggregate_cmd.aggregate)

@@ -14,6 +14,19 @@ REVIEW_SPEC_ARG = typer.Argument(None, metavar="[SPEC]", show_default=False,
 RESULT_STYLE = {"APPROVED": "green", "CHANGES_REQUESTED": "red"}
 
 
+REVIEW_HELP = """Review the last run of a spec with the reviewer agent.
+
+The reviewer judges each acceptance criterion (met, not met, cannot tell, with evidence)
+and lists findings; the result is APPROVED only when every criterion is met with evidence
+and nothing critical or major was found. The `### Review vN` entry is appended to the
+spec's ## Review History and its status becomes `done` (exit 0) or `review` (exit 1). After
+a run that did not complete (a group failed, its dependents blocked) the review covers
+what landed, the spec stays as it is (incomplete: exit 1) and STATE.md's next step is
+`run --resume` (or `fix`). A reviewer that submits no review is not an approval (exit 1,
+nothing written). No run to review exits 2; no configured model 3.
+"""
+
+
 def review(
     spec: str | None = REVIEW_SPEC_ARG,
     provider: str | None = typer.Option(None, "--provider", help="anthropic, openai or scripted."),
@@ -33,54 +46,32 @@ def review(
                                            "acceptance criterion)."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Review the last run of a spec with the reviewer agent.
-
-    The reviewer judges each acceptance criterion (met, not met, cannot tell, with evidence)
-    and lists findings; the result is APPROVED only when every criterion is met with evidence
-    and nothing critical or major was found. The `### Review vN` entry is appended to the
-    spec's ## Review History and its status becomes `done` (exit 0) or `review` (exit 1). After
-    a run that did not complete (a group failed, its dependents blocked) the review covers
-    what landed, the spec stays as it is (incomplete: exit 1) and STATE.md's next step is
-    `run --resume` (or `fix`). A reviewer that submits no review is not an approval (exit 1,
-    nothing written). No run to review exits 2; no configured model 3.
-    """
-    from agentrun.cli.common import pin_to_last_run
-    from agentrun.project import project_for_spec
-    from agentrun.review.reviewer import ReviewOptions, review_spec
-    from agentrun.review.verdict import ReviewResult
-    from agentrun.run.session import check_writable
-    from agentrun.sandbox.choice import resolve
-    from agentrun.spec import load_spec
+    """`agentrun review` (its help is REVIEW_HELP): the review, its verdict shown."""
+    from agentrun.app.review import ReviewRequest
+    from agentrun.app.review import review as review_spec
 
     out = output(json_out)
-    project, path = project_for_spec(spec)
-    project = pin_to_last_run(project, load_spec(path), out.warn, "the review")
-    # the verdict is written into the spec and STATE.md: a read-only checkout is found before
-    # the reviewer spends anything
-    check_writable([path.resolve().parent, project.specflow])
-    settings, choice = resolve(sandbox, False, project.config.sandbox)
-    limits = {k: v for k, v in {"max_steps": max_steps, "token_budget": token_budget}.items()
-              if v is not None}
-    out.progress(f"reviewing {relpath(path)} (sandbox {choice.describe()})")
-    access = model_access(project, provider, model, script)
-    result = review_spec(path, project, access, ReviewOptions(limits=limits,
-                                                              sandbox=settings.mode))
-    from agentrun.run.review_step import conclude_review
-
-    concluded = conclude_review(project, result.spec_id, result,
-                                project.config.price_overrides())
-    if concluded is not None:
-        out.progress(f"run {concluded.run_id}, stopped during its review, is now "
-                     f"{concluded.status}")
+    done = review_spec(ReviewRequest(spec, provider, model, script, max_steps, token_budget,
+                                     sandbox), warn=out.warn, note=out.progress)
+    result = done.result
+    if done.concluded is not None:
+        out.progress(f"run {done.concluded.run_id}, stopped during its review, is now "
+                     f"{done.concluded.status}")
     if junit is not None:
         from agentrun.report.junit import write_junit
         from agentrun.review.junit import review_junit
 
         write_junit(junit, review_junit(result))
-    approved = result.result == ReviewResult.APPROVED
-    done = approved and not result.incomplete
+    raise typer.Exit(_shown(out, result, done.sandbox))
+
+
+def _shown(out, result, sandbox: str) -> int:
+    """The verdict, shown; the exit code."""
+    from agentrun.review.verdict import ReviewResult
+
+    done = result.result == ReviewResult.APPROVED and not result.incomplete
     if out.mode == "json":
-        out.json({"ok": done, **result.to_dict(), "sandbox": choice.describe()})
+        out.json({"ok": done, **result.to_dict(), "sandbox": sandbox})
     else:
         _print(result, out.stdout)
     if result.incomplete:
@@ -90,35 +81,7 @@ def review(
     if result.error:
         out.error(result.error, "review again, or use a stronger model (--model); raise "
                                 "--max-steps or --token-budget if it ran out")
-    raise typer.Exit(EXIT_OK if done else EXIT_FAILED)
-
-
-def model_access(project, provider: str | None, model: str | None, script: Path | None):
-    """The reviewer's provider and model as `run` resolves them (flags > environment > config
-    > the agent definition), resolved on first use. Reviews of one command run one after
-    another and share one provider (a scripted reviewer's turns follow on from each other)."""
-    from agentrun.audit.runner import ModelAccess
-    from agentrun.providers.registry import create_provider
-
-    def resolve():
-        from agentrun.agent.definitions import load_agent
-        from agentrun.providers.registry import resolve_provider_config
-        from agentrun.review.reviewer import REVIEWER
-
-        return resolve_provider_config(flag_provider=provider, flag_model=model,
-                                       config=project.config,
-                                       agent_model=load_agent(REVIEWER,
-                                                              project.overrides_root).model,
-                                       script=script)
-
-    made: list = []
-
-    def make(cfg):
-        if not made:
-            made.append(create_provider(cfg))
-        return made[0]
-
-    return ModelAccess(resolve, make)
+    return EXIT_OK if done else EXIT_FAILED
 
 
 def _print(result, console) -> None:
@@ -134,3 +97,4 @@ def _print(result, console) -> None:
         console.print()
         console.print(f"Written to {escape(relpath(result.path))}: Review v{result.version}, "
                       f"status: {result.status}")
+

@@ -138,9 +138,9 @@ def execute(spec_arg: str | None, out, flags: RunFlags) -> int:
 
 def _rendered(out, outcome, flags: RunFlags) -> int:
     """What the run came to, shown; its exit code."""
+    from agentrun.app.checks import review_plan
     from agentrun.app.run import Ended
     from agentrun.cli.ci_report import publish_reports
-    from agentrun.cli.run_settings import review_plan
 
     if outcome.ended == Ended.NOTHING_TO_RUN:
         return nothing_to_run(out, outcome.spec)
@@ -208,9 +208,9 @@ class _Terminal:
 
 def plan_lines(out, p) -> None:
     """The pre-run summary: the plan, the model, the estimate and every setting that matters."""
+    from agentrun.app.checks import review_plan, spending_line
     from agentrun.cli.common import kept_lines
     from agentrun.cli.render import plan_summary
-    from agentrun.cli.run_settings import review_plan, spending_line
 
     console = out.stderr if out.mode == "json" else out.stdout
     request, cfg, config = p.request, p.cfg, p.project.config

@@ -82,7 +82,7 @@ def review_plan(request: RunRequest) -> str:
 
 def review_settings(project, request: RunRequest, sandbox_mode: str):
     """The end-of-run review: the reviewer's model from the same flags as the workers'."""
-    from agentrun.cli.review_cmd import model_access
+    from agentrun.app.review import model_access
     from agentrun.run.review_step import ReviewSettings
 
     flags = request.flags
