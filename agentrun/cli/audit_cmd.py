@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from agentrun.app.audit import DEFAULT_MAX_PARALLEL
 from agentrun.cli.common import JSON_OPT, output, relpath
 from agentrun.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, SpecError
 
@@ -16,7 +17,8 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from agentrun.audit.runner import AuditOptions, ModelAccess, SpecAudit
+    from agentrun.app.audit import AuditRequest
+    from agentrun.audit.runner import SpecAudit
     from agentrun.audit.static import StaticAudit
     from agentrun.cli.output import Output
     from agentrun.project import Project
@@ -26,9 +28,17 @@ if TYPE_CHECKING:
 
 AUDIT_SPEC_ARG = typer.Argument(None, metavar="[SPEC]", show_default=False,
                                 help="Spec file or id (default: every spec in .specflow/specs/).")
-DEFAULT_MAX_PARALLEL = 4
 STATUS_STYLE = {"APPROVED": "green", "NEEDS_REVISION": "red", "NEEDS_DECOMPOSITION": "yellow",
                 "INVALID": "bold red", "ERROR": "bold red"}
+
+
+AUDIT_HELP = """Audit a spec (or every spec in .specflow/specs/) with the auditor agent.
+
+Static checks run first; a spec with critical findings stops there. The verdict is
+APPROVED (exit 0), NEEDS_REVISION or NEEDS_DECOMPOSITION (exit 1); an invalid spec exits 2
+and no configured model (or --sandbox on without bubblewrap) 3. The `### Audit vN` entry
+and the frontmatter status are written into the spec unless --dry-run.
+"""
 
 
 def audit(
@@ -66,37 +76,25 @@ def audit(
              "(config: sandbox.mode; default auto)."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Audit a spec (or every spec in .specflow/specs/) with the auditor agent.
-
-    Static checks run first; a spec with critical findings stops there. The verdict is
-    APPROVED (exit 0), NEEDS_REVISION or NEEDS_DECOMPOSITION (exit 1); an invalid spec exits 2
-    and no configured model (or --sandbox on without bubblewrap) 3. The `### Audit vN` entry
-    and the frontmatter status are written into the spec unless --dry-run.
-    """
+    """`agentrun audit` (its help is AUDIT_HELP): static checks, the auditor, the verdicts."""
+    from agentrun.app.audit import AuditRequest
     from agentrun.project import find_project
 
     out = output(json_out)
     report = _ci_reports(junit)
-    if static:
-        if write:
-            raise BadInput("--write needs the auditor's proposals; --static runs no model",
-                           hint="drop --static to run the auditor, or drop --write")
-        if spec is not None:
-            raise typer.Exit(_static_one(spec, out, report, write=not dry_run))
-        project = find_project()
-        _require_specs_dir(project)
-        raise typer.Exit(_static_all(project.spec_paths(), out, report, write=not dry_run))
-    opts = {"write": write, "dry_run": dry_run, "group_context_max": group_context_max,
-            "total_context_max": total_context_max, "provider": provider, "model": model,
-            "script": script, "max_steps": max_steps, "token_budget": token_budget,
-            "sandbox": sandbox}
+    request = AuditRequest(spec, static, write, dry_run, max_parallel, group_context_max,
+                           total_context_max, provider, model, script, max_steps,
+                           token_budget, sandbox)
+    if static and spec is not None:
+        raise typer.Exit(_static_one(spec, out, report, write=not dry_run))
     if spec is not None:
-        raise typer.Exit(_model_one(spec, out, opts, report))
+        raise typer.Exit(_model_one(spec, out, request, report))
     project = find_project()
     _require_specs_dir(project)
-    parallel = (max_parallel or project.config.audit.max_parallel or project.config.max_parallel
-                or DEFAULT_MAX_PARALLEL)
-    raise typer.Exit(_model_all(project, out, opts, parallel, report))
+    if static:
+        raise typer.Exit(_static_all(project.spec_paths(), out, report, write=not dry_run))
+    raise typer.Exit(_model_all(project, out, request, request.parallel(project.config),
+                                report))
 
 
 def _ci_reports(junit: Path | None):
@@ -121,59 +119,18 @@ def _require_specs_dir(project: Project) -> None:
 
 # -- the model-based audit ------------------------------------------------------------------
 
-def _options(project: Project, opts: dict[str, Any]) -> tuple[AuditOptions, str]:
-    """The audit's options, and its sandbox in words ("on (bubblewrap)", "off (why)")."""
-    from agentrun.audit.estimates import thresholds_from
-    from agentrun.audit.runner import AuditOptions
-    from agentrun.sandbox.choice import resolve
-
-    limits = {"max_steps": opts["max_steps"] or project.config.audit.max_steps,
-              "token_budget": opts["token_budget"] or project.config.audit.token_budget}
-    settings, choice = resolve(opts["sandbox"], False, project.config.sandbox)
-    return AuditOptions(write_groups=opts["write"], dry_run=opts["dry_run"],
-                        sandbox=settings.mode,
-                        thresholds=thresholds_from(project.config.model_dump(exclude_none=True),
-                                                   opts["group_context_max"],
-                                                   opts["total_context_max"]),
-                        limits={k: v for k, v in limits.items() if v is not None}), \
-        choice.describe()
-
-
-def model_access(project: Project, opts: dict[str, Any]) -> ModelAccess:
-    """Provider and model as `run` resolves them (flags > environment > config > the agent
-    definition), resolved only when a spec first needs the model."""
-    from agentrun.audit.auditor import AUDITOR
-    from agentrun.audit.runner import ModelAccess
-
-    def resolve():
-        from agentrun.agent.definitions import load_agent
-        from agentrun.providers.errors import NotConfigured
-        from agentrun.providers.registry import resolve_provider_config
-
-        agent = load_agent(AUDITOR, project.root)
-        try:
-            return resolve_provider_config(flag_provider=opts["provider"],
-                                           flag_model=opts["model"], config=project.config,
-                                           agent_model=agent.model, script=opts["script"])
-        except NotConfigured as exc:
-            raise NotConfigured(exc.message, f"{exc.hint} The checks that need no model: "
-                                             "`agentrun audit --static`.") from None
-
-    return ModelAccess(resolve)
-
-
-def _model_one(spec_arg: str, out, opts: dict[str, Any], report) -> int:
+def _model_one(spec_arg: str, out, request: AuditRequest, report) -> int:
     from agentrun.audit.runner import audit_spec
     from agentrun.project import project_for_spec
 
     project, path = project_for_spec(spec_arg)
-    options, sandbox = _options(project, opts)
+    options, sandbox = request.options(project)
     if not options.dry_run:  # the verdict is written into the spec: found before the model
         from agentrun.run.session import check_writable
 
         check_writable([path.resolve().parent])
     out.progress(f"auditing {relpath(path)} (sandbox {sandbox})")
-    result = audit_spec(path, project, model_access(project, opts), options)
+    result = audit_spec(path, project, request.model_access(project), options)
     report([result])
     if out.mode == "json":
         out.json({"ok": result.ok, "dry_run": options.dry_run, **result.to_dict(),
@@ -185,11 +142,11 @@ def _model_one(spec_arg: str, out, opts: dict[str, Any], report) -> int:
     return result.exit_code
 
 
-def _model_all(project: Project, out, opts: dict[str, Any], max_parallel: int,
+def _model_all(project: Project, out, request: AuditRequest, max_parallel: int,
                report) -> int:
     from agentrun.audit.runner import audit_specs
 
-    options, sandbox = _options(project, opts)
+    options, sandbox = request.options(project)
     paths = project.spec_paths()
     if not options.dry_run:
         from agentrun.run.session import check_writable
@@ -202,7 +159,7 @@ def _model_all(project: Project, out, opts: dict[str, Any], max_parallel: int,
         note = f" ({result.error})" if result.error else ""
         out.progress(f"{result.spec_id}: {result.status}{note}")
 
-    results = audit_specs(paths, project, model_access(project, opts), options,
+    results = audit_specs(paths, project, request.model_access(project), options,
                           max_parallel=max_parallel, on_result=done)
     report(results)
     code = exit_code_for(results)

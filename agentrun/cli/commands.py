@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
     )
 
     app.command("plan")(plan_cmd.plan)
-    app.command("audit")(audit_cmd.audit)
+    app.command("audit", help=audit_cmd.AUDIT_HELP)(audit_cmd.audit)
     app.command("run", help=run_cmd.RUN_HELP)(run_cmd.run)
     app.command("review", help=review_cmd.REVIEW_HELP)(review_cmd.review)
     app.command("fix")(fix_cmd.fix)
