@@ -19,16 +19,34 @@ def status(
 ) -> None:
     """Show the active spec, the last run and its per-group results."""
     from rich.markup import escape
-    from rich.table import Table
 
+    out = output(json_out)
+    project, active, spec_id, state, orphaned = _last_run(spec)
+    if out.mode == "json":
+        out.json({"ok": True, "project": str(project.root), "active_spec": active,
+                  "spec": spec_id, "last_run": state.to_dict() if state else None})
+        return
+    console = out.stdout
+    console.print(f"Project: {escape(str(project.root))}")
+    console.print(f"Active specification: {escape(active or 'none')}")
+    if not spec_id:
+        return
+    if state is None:
+        console.print(f"{escape(spec_id)}: no run recorded yet "
+                      f"(run `agentrun run {escape(spec_id)}`)")
+        return
+    _print_run(console, spec_id, state, orphaned)
+
+
+def _last_run(spec: str | None):
+    """The project, its active spec, the spec asked about and its last run's state (a run
+    killed before it recorded its end reads as interrupted, with a warning saying so)."""
     from agentrun.core.errors import BadInput
     from agentrun.core.status import RunStatus
     from agentrun.project import active_spec_name, find_project
     from agentrun.report.execution_state import load_state, state_path
     from agentrun.report.state_md import read_state_md
-    from agentrun.report.summary import STATUS_MARK, format_cost, kept_worktrees, review_words
 
-    out = output(json_out)
     project = find_project()
     if not project.specflow.is_dir():
         raise BadInput(f"no .specflow/ directory at or above {project.root}",
@@ -46,19 +64,16 @@ def status(
         state.warnings.append(f"the process that ran {state.run_id} is gone without recording "
                               f"how the run ended (killed): `agentrun run {spec_id} --resume` "
                               "continues it")
-    if out.mode == "json":
-        out.json({"ok": True, "project": str(project.root), "active_spec": active,
-                  "spec": spec_id, "last_run": state.to_dict() if state else None})
-        return
-    console = out.stdout
-    console.print(f"Project: {escape(str(project.root))}")
-    console.print(f"Active specification: {escape(active or 'none')}")
-    if not spec_id:
-        return
-    if state is None:
-        console.print(f"{escape(spec_id)}: no run recorded yet "
-                      f"(run `agentrun run {escape(spec_id)}`)")
-        return
+    return project, active, spec_id, state, orphaned
+
+
+def _print_run(console, spec_id: str, state, orphaned: bool) -> None:
+    """The last run: its status, a table of its groups, tokens, cost and review."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from agentrun.report.summary import STATUS_MARK, format_cost, kept_worktrees, review_words
+
     console.print(f"Last run of {escape(spec_id)}: {state.run_id} — [bold]{state.status}"
                   f"[/bold] ({state.mode}, started {state.started}, finished "
                   f"{state.finished or '—'})")
