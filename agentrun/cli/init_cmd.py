@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -191,12 +192,35 @@ def init(
     """Create .specflow/ (PROJECT.md, STATE.md, specs/, config.yaml); add run records and the
     usual environment and cache folders (.venv, node_modules, __pycache__, ...) to .gitignore."""
     from agentrun.core.errors import BadInput
-    from agentrun.core.fsutil import atomic_write_text
 
     out = output(json_out)
     root = path.resolve()
     if not root.is_dir():
         raise BadInput(f"not a directory: {path}", hint="create it first or pass another path")
+    done = _scaffold(root)
+    detected, copies = done["detected"], done["copies"]
+    imports = import_lines(root, detected[0] if detected else None)
+    rel = [str(p.relative_to(root)) for p in done["created"]]
+    if out.mode == "json":
+        out.json({"ok": True, "root": str(root), "created": rel,
+                  "kept": [str(p.relative_to(root)) for p in done["kept"]],
+                  "gitignore_added": done["added"], "gitignore_tracked": done["tracked"],
+                  "validation_command": detected[0] if detected else None,
+                  "worktree_copy": copies, "imports": imports})
+        return
+    _print_init(out, root, done, rel)
+    for line in imports["notes"]:
+        out.stdout.print(line, markup=False)
+    for line in imports["advice"]:
+        out.warn(line)
+    out.stdout.print("Next: `agentrun new \"Title\"` to start a spec, then `agentrun audit "
+                     "--static` and `agentrun plan`.", markup=False)
+
+
+def _scaffold(root: Path) -> dict[str, Any]:
+    """Write what is missing of .specflow/ and .gitignore; what was created, kept, added."""
+    from agentrun.core.fsutil import atomic_write_text
+
     specflow = root / ".specflow"
     detected = detect_test_command(root)
     gitignore = root / ".gitignore"
@@ -214,39 +238,33 @@ def init(
     created: list[Path] = []
     kept: list[Path] = []
     for name, text in (("PROJECT.md", project_md), ("STATE.md", STATE_MD),
-                       ("config.yaml", config_yaml)):
+                       ("config.yaml", config_yaml), ("specs", None)):
         target = specflow / name
         if target.exists():
             kept.append(target)
+            continue
+        if text is None:
+            target.mkdir(parents=True)
         else:
             atomic_write_text(target, text)
-            created.append(target)
-    for sub in ("specs",):
-        target = specflow / sub
-        if target.exists():
-            kept.append(target)
-        else:
-            target.mkdir(parents=True)
-            created.append(target)
+        created.append(target)
     if added:
         sep = "" if not existing or existing.endswith("\n") else "\n"
         atomic_write_text(gitignore, existing + sep + "".join(f"{line}\n" for line in added))
         if not existing:
             created.append(gitignore)
-    imports = import_lines(root, detected[0] if detected else None)
-    rel = [str(p.relative_to(root)) for p in created]
-    if out.mode == "json":
-        out.json({"ok": True, "root": str(root), "created": rel,
-                  "kept": [str(p.relative_to(root)) for p in kept],
-                  "gitignore_added": added, "gitignore_tracked": tracked,
-                  "validation_command": detected[0] if detected else None,
-                  "worktree_copy": copies, "imports": imports})
-        return
+    return {"detected": detected, "copies": copies, "created": created, "kept": kept,
+            "added": added, "tracked": tracked, "gitignore": gitignore}
+
+
+def _print_init(out, root: Path, done: dict[str, Any], rel: list[str]) -> None:
+    detected, copies, added, tracked = (done["detected"], done["copies"], done["added"],
+                                        done["tracked"])
     for shown in rel:
         out.stdout.print(f"created {shown}", markup=False)
-    for p in kept:
+    for p in done["kept"]:
         out.stdout.print(f"kept    {p.relative_to(root)} (exists)", markup=False)
-    if added and gitignore not in created:
+    if added and done["gitignore"] not in done["created"]:
         out.stdout.print(f"updated .gitignore: added {', '.join(added)} (your lines are "
                          "unchanged)", markup=False)
     if tracked:
@@ -260,9 +278,3 @@ def init(
         if copies:
             out.stdout.print(f"worktree copy: {', '.join(copies)} (each worktree gets its own, "
                              "so its commands import its code)", markup=False)
-    for line in imports["notes"]:
-        out.stdout.print(line, markup=False)
-    for line in imports["advice"]:
-        out.warn(line)
-    out.stdout.print("Next: `agentrun new \"Title\"` to start a spec, then `agentrun audit "
-                     "--static` and `agentrun plan`.", markup=False)
