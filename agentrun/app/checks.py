@@ -8,12 +8,20 @@ importing this one (from the CLI) stays cheap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from agentrun.core.errors import BadInput
 
 if TYPE_CHECKING:
+    from agentrun.agent.definitions import AgentDefinition
     from agentrun.app.requests import RunFlags, RunRequest
+    from agentrun.plan import Plan
+    from agentrun.project import Project
+    from agentrun.protocol import SetupSettings
+    from agentrun.providers.catalog import Price, ProviderConfig
+    from agentrun.providers.errors import NotConfigured
+    from agentrun.run.review_step import ReviewSettings
     from agentrun.spec.model import Spec
 
 
@@ -61,7 +69,7 @@ def refuse_finished(spec: Spec) -> None:
                             "run it again anyway")
 
 
-def unfinished_review(project, spec: Spec) -> bool:
+def unfinished_review(project: Project, spec: Spec) -> bool:
     """Whether the spec's last run merged all its work but stopped before its review's
     verdict (killed or interrupted during it): `--resume` completes that run."""
     from agentrun.report.execution_state import load_state, state_path
@@ -80,7 +88,8 @@ def review_plan(request: RunRequest) -> str:
     return f"code-reviewer once the work is merged ({fixes})"
 
 
-def review_settings(project, request: RunRequest, sandbox_mode: str):
+def review_settings(project: Project, request: RunRequest,
+                    sandbox_mode: str) -> ReviewSettings:
     """The end-of-run review: the reviewer's model from the same flags as the workers'."""
     from agentrun.app.review import model_access
     from agentrun.run.review_step import ReviewSettings
@@ -92,7 +101,7 @@ def review_settings(project, request: RunRequest, sandbox_mode: str):
         pricing=project.config.price_overrides())
 
 
-def capped_price(cap: float | None, model: str, pricing):
+def capped_price(cap: float | None, model: str, pricing: Mapping[str, Any]) -> Price | None:
     """The model's price when there is a spending cap to hold it to (BadInput when the cap is
     not a positive amount or the price is unknown: the cap could never be reached)."""
     from agentrun.providers.pricing import price_for
@@ -109,17 +118,19 @@ def capped_price(cap: float | None, model: str, pricing):
     return price
 
 
-def spending_line(cap: float, plan, model: str, token_budget: int, pricing) -> str:
+def spending_line(cap: float, plan: Plan, model: str, token_budget: int,
+                  pricing: Mapping[str, Any]) -> str:
     """The cap beside the estimate: every worker spending its whole token budget (as input,
     the cheaper side) is what a run can be expected to cost at most."""
     price = capped_price(cap, model, pricing)
+    assert price is not None  # a cap was given
     workers = sum(len(w.batches) for w in plan.waves)
     estimate = workers * token_budget * price.input / 1_000_000
     return (f"Spending cap: ${cap:g} for the whole run · estimate ${estimate:.2f} "
             f"({workers} worker(s) × {token_budget:,} tokens at ${price.input:g}/M input)")
 
 
-def worktree_setup(project, request: RunRequest):
+def worktree_setup(project: Project, request: RunRequest) -> SetupSettings | None:
     """What makes each new worktree ready (`request.setup_command`, the config's copies),
     checked before anything starts; None when there is nothing to do."""
     from agentrun.protocol import SetupSettings
@@ -137,7 +148,7 @@ def worktree_setup(project, request: RunRequest):
                          timeout_s=request.worker_timeout_s)
 
 
-def worker_agent(project, plan):
+def worker_agent(project: Project, plan: Plan) -> AgentDefinition:
     """The agent definition the run's workers use (the packaged one, or the override in the
     commit the run starts from: never the working tree's)."""
     from agentrun.agent.definitions import load_agent
@@ -146,7 +157,7 @@ def worker_agent(project, plan):
                       project.overrides_root)
 
 
-def provider_config(project, plan, flags: RunFlags):
+def provider_config(project: Project, plan: Plan, flags: RunFlags) -> ProviderConfig:
     """The workers' provider and model, with where they came from (registry.py decides)."""
     from agentrun.providers.registry import resolve_provider_config
 
@@ -156,11 +167,13 @@ def provider_config(project, plan, flags: RunFlags):
                                    script=flags.script)
 
 
-def run_provider_config(project, plan, flags: RunFlags):
+def run_provider_config(project: Project, plan: Plan, flags: RunFlags
+                        ) -> tuple[ProviderConfig, NotConfigured | None]:
     """The run's provider settings, and why there are none: a dry run shows the plan and its
     estimate without a model key (priced as the default model), a real run stops here."""
     from agentrun.providers.catalog import ProviderConfig
-    from agentrun.providers.registry import DEFAULT_MODELS, NotConfigured
+    from agentrun.providers.errors import NotConfigured
+    from agentrun.providers.registry import DEFAULT_MODELS
 
     try:
         return provider_config(project, plan, flags), None

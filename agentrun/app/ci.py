@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentrun.app.requests import RunFlags, resolve_run, run_options, worker_provider
+from agentrun.app.requests import (
+    RunFlags,
+    plan_mode,
+    resolve_run,
+    run_options,
+    worker_provider,
+)
 from agentrun.core.errors import BadInput, CannotStart
 from agentrun.core.fsutil import relpath
 
@@ -59,7 +65,7 @@ def aggregate_wave(spec_arg: str, results: list[Path], flags: RunFlags, *, remot
     project, spec = load(spec_arg)
     root = workspace.repo_root(project.root)
     head = workspace.head_commit(root)
-    plan = build_plan(spec, mode=flags.mode, max_workers=max_workers)  # type: ignore[arg-type]
+    plan = build_plan(spec, mode=plan_mode(flags.mode), max_workers=max_workers)
     wave = results_wave(results, spec, plan)
     previous = load_state(state_path(project.execution_dir, spec.id)) \
         if wave.number > 1 else None
@@ -111,7 +117,7 @@ def worker_batch(spec_arg: str, groups: str, base_arg: str | None, start_arg: st
     if base is None:
         raise BadInput(f"--base {base_arg or 'HEAD'} is not a commit in {root}",
                        hint="pass a branch, tag or commit that exists in this checkout")
-    plan = build_plan(spec, mode=flags.mode, max_workers=max_workers)  # type: ignore[arg-type]
+    plan = build_plan(spec, mode=plan_mode(flags.mode), max_workers=max_workers)
     match = find_batch(plan, groups)
     if match is None:
         raise BadInput(f"{groups} is not a worker batch of {spec.id}'s plan "
@@ -149,6 +155,7 @@ class _Job:
 
     def run(self, out_path: Path, note: Callable[[str], None]) -> BatchOutcome:
         from agentrun.core.results import WorkerResult
+        from agentrun.core.status import Status
         from agentrun.run.assignment import ci_branch
         from agentrun.sandbox.choice import resolve
 
@@ -165,7 +172,7 @@ class _Job:
         ids = self.batch.ids
         if blocked:
             note(f"{', '.join(ids)}: blocked — {blocked}")
-            return BatchOutcome(WorkerResult(group=ids[0], groups=ids, status="blocked",
+            return BatchOutcome(WorkerResult(group=ids[0], groups=ids, status=Status.BLOCKED,
                                              error=blocked, batch=self.batch.id, branch=branch,
                                              worktree=str(self.root)), extras)
         cfg, assignment = self._assignment(request, box, branch, out_path)
@@ -203,8 +210,8 @@ class _Job:
             own = state.groups.get(ids[0])
             return (own.error if own and own.status == "blocked" and own.error
                     else f"run {state.run_id} already ended ({state.status})")
-        deps = {d for gid in ids for d in (self.spec.group(gid).dependencies
-                                           if self.spec.group(gid) else [])}
+        groups = [self.spec.group(gid) for gid in ids]
+        deps = {d for group in groups if group is not None for d in group.dependencies}
         failed = sorted(d for d in deps if d in state.groups
                         and Status(state.groups[d].status).blocks_dependents)
         return f"dependency {', '.join(failed)} did not complete" if failed else None

@@ -7,7 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agentrun.app.requests import RunFlags, resolve_run, run_options, worker_provider
+from agentrun.app.requests import (
+    MODES,
+    RunFlags,
+    plan_mode,
+    resolve_run,
+    run_options,
+    worker_provider,
+)
 from agentrun.core.errors import BadInput
 
 if TYPE_CHECKING:
@@ -54,8 +61,7 @@ def fix(spec_arg: str | None, flags: RunFlags, cycles: int, *,
                 f"has nothing open to fix: its last review is {last.describe()}")
         raise BadInput(f"{spec.id} {what}", hint=f"review it first: `agentrun review {spec.id}`")
     project = pin_to_last_run(project, spec, warn, "the fix")
-    plan = build_plan(spec, mode=state.mode if state.mode in ("single", "orchestrated")
-                      else None)
+    plan = build_plan(spec, mode=plan_mode(state.mode) if state.mode in MODES else None)
     config = project.config
     request = resolve_run(flags, config, agent_executor=worker_agent(project, plan).executor)
     cfg = provider_config(project, plan, flags)

@@ -63,7 +63,7 @@ def suggest_spec(specs_dir: Path, given: str) -> None:
     """A misspelt spec id or path is bad input that names the spec meant, when one is close."""
     import difflib
 
-    from agentrun.spec.parse import SpecError
+    from agentrun.core.errors import SpecError
 
     names = sorted(p.stem for p in specs_dir.glob("*.md")) if specs_dir.is_dir() else []
     stem = Path(given).name.removesuffix(".md")

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from agentrun.core.errors import BadInput
 
@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     )
     from agentrun.run.options import RunOptions
 
-MODES = ("single", "orchestrated")
+PlanMode = Literal["single", "orchestrated"]
+MODES: tuple[PlanMode, ...] = ("single", "orchestrated")
 ON_FAILURE = ("continue", "abort")
 EXECUTORS = ("builtin", "claude-code", "codex")  # agent/definitions.py's EXECUTORS
 
@@ -135,10 +136,18 @@ class RunRequest:
                             timeout_s=self.worker_timeout_s, max_retries=self.retries)
 
 
+def plan_mode(value: str | None) -> PlanMode | None:
+    """`--mode` (or a recorded run's mode), checked: None lets the plan choose."""
+    if value is None:
+        return None
+    if value not in MODES:
+        raise BadInput(f"invalid --mode {value!r}", hint="use single or orchestrated")
+    return value
+
+
 def check_flags(flags: RunFlags) -> None:
     """Values the CLI takes as text but only some of which mean anything."""
-    if flags.mode not in (None, *MODES):
-        raise BadInput(f"invalid --mode {flags.mode!r}", hint="use single or orchestrated")
+    plan_mode(flags.mode)
     if flags.on_failure not in (None, *ON_FAILURE):
         raise BadInput(f"invalid --on-failure {flags.on_failure!r}",
                        hint="use --on-failure continue or --on-failure abort")

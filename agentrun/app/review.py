@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agentrun.audit.runner import ModelAccess
     from agentrun.project import Project
-    from agentrun.review.verdict import SpecReview
+    from agentrun.report.execution_state import RunState
+    from agentrun.review.reviewer import SpecReview
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class ReviewRequest:
 class ReviewOutcome:
     result: SpecReview
     sandbox: str  # the reviewer's sandbox, as the summary says it
-    concluded: Any = None  # the run the verdict concluded (stopped during its review), if any
+    concluded: RunState | None = None  # the run it concluded (stopped during its review)
 
 
 def review(request: ReviewRequest, *, warn: Callable[[str], None],

@@ -21,6 +21,7 @@ from agentrun.app.requests import (
     RunFlags,
     RunRequest,
     check_flags,
+    plan_mode,
     resolve_run,
     run_options,
     worker_provider,
@@ -135,7 +136,7 @@ def prepare(spec_arg: str | None, flags: RunFlags, ui: RunFrontend) -> PreparedR
         project = pin_to_last_run(project, spec, ui.warn, "--resume")
     if spec.kept and not spec.groups:
         return RunOutcome(Ended.NOTHING_TO_RUN, spec)
-    plan = build_plan(spec, mode=flags.mode)  # type: ignore[arg-type]
+    plan = build_plan(spec, mode=plan_mode(flags.mode))
     if not flags.force:
         refuse_critical(spec)
     if not (flags.rerun or flags.dry_run or flags.changed or spec.source is not None
