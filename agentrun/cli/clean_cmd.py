@@ -24,39 +24,10 @@ def clean(
     """
     from rich.markup import escape
 
-    from agentrun import workspace
-    from agentrun.core.errors import CannotStart
-    from agentrun.project import find_project
-    from agentrun.run import cleanup, leftovers
+    from agentrun.app.clean import clean as clean_up
 
     out = output(json_out)
-    project = find_project()
-    root = workspace.repo_root(project.root)
-    lock = workspace.RunLock(root, "clean")
-    running = None
-    try:
-        lock.acquire()
-    except CannotStart as exc:
-        if not dry_run:
-            raise
-        running = cleanup.lock_holder(lock.path) or exc.message
-    try:
-        items = cleanup.find(root, project.runs_dir, project.execution_dir, running)
-        for item in items:
-            if not cleanup.decide(item, force=force):
-                continue
-            if dry_run:
-                item.action = "would remove"
-                continue
-            try:
-                cleanup.remove(root, item)
-                item.action = "removed"
-            except workspace.GitError as exc:
-                item.action, item.reason = "kept", f"could not remove it: {exc}"
-        if not dry_run:  # killed runs' scaffolding: space reserves, folders set aside, HOMEs
-            leftovers.sweep(root, project.runs_dir, running)
-    finally:
-        lock.release()
+    items = clean_up(dry_run=dry_run, force=force)
     if out.mode == "json":
         out.json({"ok": True, "dry_run": dry_run, "items": [i.to_dict() for i in items]})
         return
