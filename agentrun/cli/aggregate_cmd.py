@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from agentrun.cli.common import JSON_OPT, output
 from agentrun.cli.run_cmd import Events, Junit, Script
+
+if TYPE_CHECKING:
+    from agentrun.app.ci import Aggregated
+    from agentrun.cli.output import Output
+    from agentrun.run.record import EventSink
 
 AGGREGATE_HELP = """Aggregate one wave of CI worker jobs into the checked-out branch.
 
@@ -102,7 +108,7 @@ def aggregate(spec: SpecArg, results: Results, remote: Remote = "origin",
 
 
 @contextlib.contextmanager
-def _events(out, target: str | None):
+def _events(out: Output, target: str | None) -> Iterator[EventSink]:
     """The aggregate's progress lines and its `--events` stream."""
     from agentrun.cli.ci_report import event_stream
     from agentrun.cli.live import PlainProgress
@@ -111,7 +117,8 @@ def _events(out, target: str | None):
         yield on_event
 
 
-def _rendered(out, aggregated, github_output: bool, junit: Path | None) -> int:
+def _rendered(out: Output, aggregated: Aggregated, github_output: bool,
+              junit: Path | None) -> int:
     """What the aggregate did, shown (and set as the step's outputs); its exit code."""
     from agentrun import telemetry, workspace
     from agentrun.cli.ci_report import publish_reports

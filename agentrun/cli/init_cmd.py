@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from agentrun.cli.common import JSON_OPT, output
+
+if TYPE_CHECKING:
+    from agentrun.cli.output import Output
 
 PROJECT_MD = """# Project
 
@@ -257,7 +260,7 @@ def _scaffold(root: Path) -> dict[str, Any]:
             "added": added, "tracked": tracked, "gitignore": gitignore}
 
 
-def _print_init(out, root: Path, done: dict[str, Any], rel: list[str]) -> None:
+def _print_init(out: Output, root: Path, done: dict[str, Any], rel: list[str]) -> None:
     detected, copies, added, tracked = (done["detected"], done["copies"], done["added"],
                                         done["tracked"])
     for shown in rel:

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from agentrun.cli.common import JSON_OPT, output, relpath
 from agentrun.core.errors import EXIT_FAILED, EXIT_OK
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from agentrun.cli.output import Output
+    from agentrun.review.reviewer import SpecReview
 
 REVIEW_SPEC_ARG = typer.Argument(None, metavar="[SPEC]", show_default=False,
                                  help="Spec file or id (default: the active spec in STATE.md).")
@@ -65,7 +72,7 @@ def review(
     raise typer.Exit(_shown(out, result, done.sandbox))
 
 
-def _shown(out, result, sandbox: str) -> int:
+def _shown(out: Output, result: SpecReview, sandbox: str) -> int:
     """The verdict, shown; the exit code."""
     from agentrun.review.verdict import ReviewResult
 
@@ -84,7 +91,7 @@ def _shown(out, result, sandbox: str) -> int:
     return EXIT_OK if done else EXIT_FAILED
 
 
-def _print(result, console) -> None:
+def _print(result: SpecReview, console: Console) -> None:
     from rich.markup import escape
 
     style = RESULT_STYLE.get(str(result.result), "")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -12,6 +13,17 @@ from agentrun.app.requests import RunFlags
 from agentrun.cli.ci_report import EVENTS_HELP, JUNIT_HELP
 from agentrun.cli.common import CHANGED_OPT, FORMAT_OPT, JSON_OPT, SPEC_ARG, Mode, output
 from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+
+if TYPE_CHECKING:
+    from agentrun.app.run import PreparedRun, RunOutcome
+    from agentrun.cli.ci_report import EventStream
+    from agentrun.cli.live import Progress
+    from agentrun.cli.output import Output
+    from agentrun.providers.catalog import ProviderConfig
+    from agentrun.report.execution_state import RunState
+    from agentrun.run.orchestrator import Orchestrator
+    from agentrun.run.record import EventSink
+    from agentrun.spec.model import Spec
 
 SANDBOX_HELP = ("Confine model-issued commands with bubblewrap: auto (where it works), on "
                 "(refuse to start without it) or off (config: sandbox.mode; default auto).")
@@ -126,7 +138,7 @@ def run(spec: str | None = SPEC_ARG, yes: Yes = False, dry_run: DryRun = False,
     raise typer.Exit(execute(spec, out, flags))
 
 
-def execute(spec_arg: str | None, out, flags: RunFlags) -> int:
+def execute(spec_arg: str | None, out: Output, flags: RunFlags) -> int:
     """The body of `run` (also used by `demo`); returns the exit code. The event stream is
     open from the start, so that a run refused before it starts says so too."""
     from agentrun.app.run import run as run_spec
@@ -136,7 +148,7 @@ def execute(spec_arg: str | None, out, flags: RunFlags) -> int:
         return _rendered(out, run_spec(spec_arg, flags, _Terminal(out, events)), flags)
 
 
-def _rendered(out, outcome, flags: RunFlags) -> int:
+def _rendered(out: Output, outcome: RunOutcome, flags: RunFlags) -> int:
     """What the run came to, shown; its exit code."""
     from agentrun.app.checks import review_plan
     from agentrun.app.run import Ended
@@ -145,6 +157,7 @@ def _rendered(out, outcome, flags: RunFlags) -> int:
     if outcome.ended == Ended.NOTHING_TO_RUN:
         return nothing_to_run(out, outcome.spec)
     p = outcome.prepared
+    assert p is not None, "a run that got as far as its plan"
     if outcome.ended == Ended.DRY_RUN:
         if out.mode == "json":
             out.json({"ok": True, "dry_run": True, "plan": p.plan.to_dict(),
@@ -160,6 +173,7 @@ def _rendered(out, outcome, flags: RunFlags) -> int:
     for problem in telemetry.problems():  # tracing's trouble, said once: the run went on
         out.warn(problem)
     state = outcome.state
+    assert state is not None and outcome.orchestrator is not None
     report_run(out, state, outcome.orchestrator, p.choice.describe())
     publish_reports(out, state, outcome.spec, flags.junit)
     if state.status == "interrupted":
@@ -170,10 +184,10 @@ def _rendered(out, outcome, flags: RunFlags) -> int:
 class _Terminal:
     """How `run` shows its plan and asks (app/run.py's `RunFrontend`)."""
 
-    def __init__(self, out, events) -> None:
+    def __init__(self, out: Output, events: EventStream) -> None:
         self.out, self.events = out, events
         self.interactive = out.interactive
-        self.progress = None
+        self.progress: Progress | None = None
 
     def warn(self, text: str) -> None:
         self.out.warn(text)
@@ -181,32 +195,33 @@ class _Terminal:
     def note(self, text: str) -> None:
         self.out.progress(text)
 
-    def summary(self, prepared) -> None:
+    def summary(self, prepared: PreparedRun) -> None:
         plan_lines(self.out, prepared)
 
     def confirm_start(self) -> bool:
-        return typer.confirm("Proceed?", default=True, err=True)
+        return bool(typer.confirm("Proceed?", default=True, err=True))
 
     def ask_fix_cycles(self) -> int:
-        return typer.prompt("Fix cycles after a review that requests changes", default=0,
-                            type=int, err=True)
+        return int(typer.prompt("Fix cycles after a review that requests changes", default=0,
+                                type=int, err=True))
 
     def ask_continue(self, failed: list[str]) -> bool:
+        assert self.progress is not None, "asked only while the run is running"
         with self.progress.paused():  # the live table would paint over the question
-            return typer.confirm(f"Groups {', '.join(failed)} failed. Continue with the "
-                                 "remaining waves?", default=True, err=True)
+            return bool(typer.confirm(f"Groups {', '.join(failed)} failed. Continue with the "
+                                 "remaining waves?", default=True, err=True))
 
     @contextlib.contextmanager
-    def running(self, pricing):
+    def running(self, pricing: dict[str, Any]) -> Iterator[EventSink]:
         from agentrun.cli.live import progress_for
 
-        self.progress = progress_for(self.out, pricing)
-        self.events.forward = self.progress
-        with self.progress:
+        progress = self.progress = progress_for(self.out, pricing)
+        self.events.forward = progress
+        with progress:
             yield self.events
 
 
-def plan_lines(out, p) -> None:
+def plan_lines(out: Output, p: PreparedRun) -> None:
     """The pre-run summary: the plan, the model, the estimate and every setting that matters."""
     from agentrun.app.checks import review_plan, spending_line
     from agentrun.cli.common import kept_lines
@@ -242,14 +257,14 @@ def plan_lines(out, p) -> None:
         out.warn(w)
 
 
-def preflight_endpoint(cfg, out) -> None:
+def preflight_endpoint(cfg: ProviderConfig, out: Output) -> None:
     """The model endpoint answers and accepts the key (exit 2 naming it otherwise)."""
     from agentrun.app.run import check_endpoint
 
     check_endpoint(cfg, out.progress)
 
 
-def nothing_to_run(out, spec) -> int:
+def nothing_to_run(out: Output, spec: Spec) -> int:
     """Every group is kept (unchanged since it landed, or done in the plan): exit 0."""
     from dataclasses import asdict
 
@@ -266,7 +281,8 @@ def nothing_to_run(out, spec) -> int:
     return EXIT_OK
 
 
-def report_run(out, state, orchestrator, sandbox: str | None = None) -> None:
+def report_run(out: Output, state: RunState, orchestrator: Orchestrator,
+               sandbox: str | None = None) -> None:
     """The final report: JSON document, or a table and where everything is."""
     from rich.markup import escape
     from rich.table import Table

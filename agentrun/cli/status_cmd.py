@@ -9,7 +9,10 @@ import typer
 from agentrun.cli.common import JSON_OPT, output
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from agentrun.project import Project
+    from agentrun.report.execution_state import RunState
 
 
 def status(
@@ -38,7 +41,8 @@ def status(
     _print_run(console, spec_id, state, orphaned)
 
 
-def _last_run(spec: str | None):
+def _last_run(spec: str | None
+              ) -> tuple[Project, str | None, str | None, RunState | None, bool]:
     """The project, its active spec, the spec asked about and its last run's state (a run
     killed before it recorded its end reads as interrupted, with a warning saying so)."""
     from agentrun.core.errors import BadInput
@@ -67,7 +71,7 @@ def _last_run(spec: str | None):
     return project, active, spec_id, state, orphaned
 
 
-def _print_run(console, spec_id: str, state, orphaned: bool) -> None:
+def _print_run(console: Console, spec_id: str, state: RunState, orphaned: bool) -> None:
     """The last run: its status, a table of its groups, tokens, cost and review."""
     from rich.markup import escape
     from rich.table import Table
