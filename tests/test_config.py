@@ -101,6 +101,14 @@ def test_the_example_projects_config_is_accepted_and_flags_win(tmp_path):
                            "5000", "--worker-timeout", "60", env=KEY, cwd=root)
     assert flagged.returncode == 0, flagged.stderr
     assert budget_line(flagged.stderr) == "token budget 5,000/worker · timeout 60s/worker"
+    # each setting says where it came from: the flag, the file, or the default
+    given = yaml.safe_load(proc.stdout)["settings"]
+    by_flag = yaml.safe_load(flagged.stdout)["settings"]
+    assert given["token_budget"] == {"value": 200000, "source": ".specflow/config.yaml"}
+    assert by_flag["token_budget"] == {"value": 5000, "source": "flag"}
+    assert by_flag["worker_timeout_s"] == {"value": 60, "source": "flag"}
+    assert given["max_parallel"] == {"value": 3, "source": ".specflow/config.yaml"}
+    assert given["retries"] == {"value": 3, "source": "default"}
 
 
 def test_without_a_config_file_the_defaults_apply(tmp_path):

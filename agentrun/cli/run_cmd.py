@@ -163,7 +163,7 @@ def _rendered(out: Output, outcome: RunOutcome, flags: RunFlags) -> int:
             out.json({"ok": True, "dry_run": True, "plan": p.plan.to_dict(),
                       "provider": p.cfg.provider, "model": p.cfg.model,
                       "sandbox": p.choice.describe(), "review": review_plan(p.request),
-                      "estimate": p.estimate.to_dict()})
+                      "estimate": p.estimate.to_dict(), "settings": p.request.provenance()})
         return EXIT_OK
     if outcome.ended == Ended.NOT_STARTED:
         out.progress("not started")
