@@ -1,19 +1,25 @@
-"""The `audit` request: what `agentrun audit` is asked to do, and the settings it resolves from
-the flags and `.specflow/config.yaml`'s `audit:` section (flag, then `audit:`, then the run's
-setting where one applies, then the default)."""
+"""The `audit` use case: the static checks, then the auditor agent, for one spec or every spec.
+
+`AuditRequest` is what `agentrun audit` is asked to do, with the settings it resolves from the
+flags and `.specflow/config.yaml`'s `audit:` section (flag, then `audit:`, then the run's
+setting where one applies, then the default). The functions return what was found; the
+command shows it (cli/audit_cmd.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentrun.core.errors import BadInput
+from agentrun.core.errors import BadInput, SpecError
 
 if TYPE_CHECKING:
-    from agentrun.audit.runner import AuditOptions, ModelAccess
+    from agentrun.audit.runner import AuditOptions, ModelAccess, SpecAudit
+    from agentrun.audit.static import StaticAudit
     from agentrun.config import ProjectConfig
     from agentrun.project import Project
+    from agentrun.spec.model import Spec
 
 DEFAULT_MAX_PARALLEL = 4  # specs audited at once when neither flag nor config says
 
@@ -85,3 +91,145 @@ class AuditRequest:
                                                  "`agentrun audit --static`.") from None
 
         return ModelAccess(resolve)
+
+
+# --- the auditor -----------------------------------------------------------------------------
+
+@dataclass
+class Audited:
+    """What the auditor judged: one result a spec, in the order of the specs."""
+
+    results: list[SpecAudit]
+    dry_run: bool
+    sandbox: str  # the auditor's sandbox, in words
+    parallel: int = 1
+
+
+def audit_one(request: AuditRequest, note: Callable[[str], None]) -> Audited:
+    """Audit the spec `request.spec` (its verdict written into it unless a dry run)."""
+    from agentrun.audit.runner import audit_spec
+    from agentrun.core.fsutil import relpath
+    from agentrun.project import project_for_spec
+
+    project, path = project_for_spec(request.spec)
+    options, sandbox = request.options(project)
+    if not options.dry_run:  # the verdict is written into the spec: found before the model
+        from agentrun.run.session import check_writable
+
+        check_writable([path.resolve().parent])
+    note(f"auditing {relpath(path)} (sandbox {sandbox})")
+    result = audit_spec(path, project, request.model_access(project), options)
+    return Audited([result], options.dry_run, sandbox)
+
+
+def audit_all(request: AuditRequest, note: Callable[[str], None]) -> Audited:
+    """Audit every spec in .specflow/specs/, several at once; `note` hears of each verdict."""
+    from agentrun.audit.runner import audit_specs
+
+    project = specs_project()
+    parallel = request.parallel(project.config)
+    options, sandbox = request.options(project)
+    paths = project.spec_paths()
+    if not options.dry_run:
+        from agentrun.run.session import check_writable
+
+        check_writable(list({p.resolve().parent for p in paths}))
+    note(f"auditing {len(paths)} spec(s), up to {parallel} at once (sandbox {sandbox})")
+
+    def done(result: SpecAudit) -> None:
+        why = f" ({result.error})" if result.error else ""
+        note(f"{result.spec_id}: {result.status}{why}")
+
+    results = audit_specs(paths, project, request.model_access(project), options,
+                          max_parallel=parallel, on_result=done)
+    return Audited(results, options.dry_run, sandbox, parallel)
+
+
+def specs_project() -> Project:
+    """The project of an audit of every spec: it needs its specs folder."""
+    from agentrun.core.fsutil import relpath
+    from agentrun.project import find_project
+
+    project = find_project()
+    if not project.specs_dir.is_dir():
+        raise BadInput(f"no SPEC given and no {relpath(project.specs_dir)} directory here",
+                       hint="pass a spec path, or run `agentrun init` to create .specflow/")
+    return project
+
+
+# --- the static checks -----------------------------------------------------------------------
+
+# a spec in these statuses has not been judged yet: passing the static checks audits it
+UNJUDGED = ("", "draft")
+
+
+@dataclass
+class Checked:
+    """One spec's static checks: `result` None when the spec could not be read (`error`)."""
+
+    spec_id: str
+    path: Path
+    result: StaticAudit | None
+    before: str | None = None  # the spec's status before the checks
+    status: str | None = None  # and after them
+    error: SpecError | None = None
+
+
+def static_one(spec_arg: str, *, write: bool) -> Checked:
+    """The static checks of one spec; a draft that passes them becomes `audited` (`write`)."""
+    from agentrun.app.loading import load
+    from agentrun.audit.static import static_audit
+
+    project, spec = load(spec_arg, names_paths=False)
+    result = static_audit(spec)
+    return Checked(spec.id, spec.path, result, spec.status,
+                   passed_status(project, spec, result, write))
+
+
+def static_all(*, write: bool) -> list[Checked]:
+    """The static checks of every spec in .specflow/specs/ (an unreadable one is INVALID)."""
+    from agentrun.audit.static import static_audit
+    from agentrun.spec import load_spec
+
+    project = specs_project()
+    checked = []
+    for path in project.spec_paths():
+        try:
+            spec = load_spec(path)
+            result = static_audit(spec)
+        except SpecError as exc:
+            checked.append(Checked(path.stem, path, None, error=exc))
+            continue
+        checked.append(Checked(spec.id, path, result, spec.status,
+                               passed_status(project, spec, result, write)))
+    return checked
+
+
+def passed_status(project: Project, spec: Spec, result: StaticAudit, write: bool) -> str | None:
+    """The spec's status after its static checks: a draft that passes them is `audited`
+    (written into its frontmatter, and STATE.md's position when it is the active spec), so that
+    `run` no longer calls it unaudited. A status a person or the auditor gave stays."""
+    from agentrun.report.state_md import StateUpdate, update_state_file
+    from agentrun.spec.writeback import replace_if_unchanged, set_frontmatter_value
+
+    status = (spec.status or "").strip().lower()
+    if result.verdict != "PASSED" or status not in UNJUDGED:
+        return spec.status
+    if write:
+        replace_if_unchanged(spec.path, spec.text,
+                             set_frontmatter_value(spec.text, "status", "audited"), "audit")
+        if _is_active(project, spec.id):
+            update_state_file(project.state_md, StateUpdate(
+                spec.id, status="audited",
+                next_step=f"`agentrun plan`, then `agentrun run` ({spec.id})"))
+    return "audited"
+
+
+def _is_active(project: Project, spec_id: str) -> bool:
+    from agentrun.project import active_spec_name
+    from agentrun.report.state_md import read_state_md
+
+    if not project.state_md.is_file():
+        return False
+    name = active_spec_name(read_state_md(project.state_md))
+    return name is not None and Path(name).name.removesuffix(".md") == spec_id

@@ -3,6 +3,7 @@ in .specflow/specs/ when none is given."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,21 +11,15 @@ import typer
 
 from agentrun.app.audit import DEFAULT_MAX_PARALLEL
 from agentrun.cli.common import JSON_OPT, output, relpath
-from agentrun.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, SpecError
+from agentrun.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from rich.console import Console
 
-    from agentrun.app.audit import AuditRequest
+    from agentrun.app.audit import Audited, Checked
     from agentrun.audit.runner import SpecAudit
     from agentrun.audit.static import StaticAudit
     from agentrun.cli.output import Output
-    from agentrun.project import Project
-    from agentrun.spec.model import Spec
-
-    Report = Callable[[list[Any]], None]  # the CI reports (JUnit) of the audits
 
 AUDIT_SPEC_ARG = typer.Argument(None, metavar="[SPEC]", show_default=False,
                                 help="Spec file or id (default: every spec in .specflow/specs/).")
@@ -77,27 +72,24 @@ def audit(
     json_out: bool = JSON_OPT,
 ) -> None:
     """`agentrun audit` (its help is AUDIT_HELP): static checks, the auditor, the verdicts."""
-    from agentrun.app.audit import AuditRequest
-    from agentrun.project import find_project
+    from agentrun.app import audit as use_case
 
     out = output(json_out)
     report = _ci_reports(junit)
-    request = AuditRequest(spec, static, write, dry_run, max_parallel, group_context_max,
-                           total_context_max, provider, model, script, max_steps,
-                           token_budget, sandbox)
+    request = use_case.AuditRequest(spec, static, write, dry_run, max_parallel,
+                                    group_context_max, total_context_max, provider, model,
+                                    script, max_steps, token_budget, sandbox)
     if static and spec is not None:
-        raise typer.Exit(_static_one(spec, out, report, write=not dry_run))
-    if spec is not None:
-        raise typer.Exit(_model_one(spec, out, request, report))
-    project = find_project()
-    _require_specs_dir(project)
+        raise typer.Exit(_static_one(use_case.static_one(spec, write=not dry_run), out,
+                                     report))
     if static:
-        raise typer.Exit(_static_all(project.spec_paths(), out, report, write=not dry_run))
-    raise typer.Exit(_model_all(project, out, request, request.parallel(project.config),
-                                report))
+        raise typer.Exit(_static_all(use_case.static_all(write=not dry_run), out, report))
+    if spec is not None:
+        raise typer.Exit(_model_one(use_case.audit_one(request, out.progress), out, report))
+    raise typer.Exit(_model_all(use_case.audit_all(request, out.progress), out, report))
 
 
-def _ci_reports(junit: Path | None):
+def _ci_reports(junit: Path | None) -> Callable[[list[Any]], None]:
     """JUnit file and GitHub summary/annotations for a finished audit (CI systems read them)."""
 
     def report(results: list[Any]) -> None:
@@ -111,70 +103,39 @@ def _ci_reports(junit: Path | None):
     return report
 
 
-def _require_specs_dir(project: Project) -> None:
-    if not project.specs_dir.is_dir():
-        raise BadInput(f"no SPEC given and no {relpath(project.specs_dir)} directory here",
-                       hint="pass a spec path, or run `agentrun init` to create .specflow/")
-
-
 # -- the model-based audit ------------------------------------------------------------------
 
-def _model_one(spec_arg: str, out, request: AuditRequest, report) -> int:
-    from agentrun.audit.runner import audit_spec
-    from agentrun.project import project_for_spec
-
-    project, path = project_for_spec(spec_arg)
-    options, sandbox = request.options(project)
-    if not options.dry_run:  # the verdict is written into the spec: found before the model
-        from agentrun.run.session import check_writable
-
-        check_writable([path.resolve().parent])
-    out.progress(f"auditing {relpath(path)} (sandbox {sandbox})")
-    result = audit_spec(path, project, request.model_access(project), options)
+def _model_one(audited: Audited, out: Output, report: Callable[[list[Any]], None]) -> int:
+    """One spec's verdict, shown; its exit code."""
+    result = audited.results[0]
     report([result])
     if out.mode == "json":
-        out.json({"ok": result.ok, "dry_run": options.dry_run, **result.to_dict(),
-                  "sandbox": sandbox})
+        out.json({"ok": result.ok, "dry_run": audited.dry_run, **result.to_dict(),
+                  "sandbox": audited.sandbox})
     else:
-        print_result(result, out, options.dry_run)
+        print_result(result, out, audited.dry_run)
     if result.error:
         out.error(result.error, result.hint)
     return result.exit_code
 
 
-def _model_all(project: Project, out, request: AuditRequest, max_parallel: int,
-               report) -> int:
-    from agentrun.audit.runner import audit_specs
-
-    options, sandbox = request.options(project)
-    paths = project.spec_paths()
-    if not options.dry_run:
-        from agentrun.run.session import check_writable
-
-        check_writable(list({p.resolve().parent for p in paths}))
-    out.progress(f"auditing {len(paths)} spec(s), up to {max_parallel} at once (sandbox "
-                 f"{sandbox})")
-
-    def done(result: SpecAudit) -> None:
-        note = f" ({result.error})" if result.error else ""
-        out.progress(f"{result.spec_id}: {result.status}{note}")
-
-    results = audit_specs(paths, project, request.model_access(project), options,
-                          max_parallel=max_parallel, on_result=done)
+def _model_all(audited: Audited, out: Output, report: Callable[[list[Any]], None]) -> int:
+    """Every spec's verdict, a table and a summary; the exit code."""
+    results = audited.results
     report(results)
     code = exit_code_for(results)
     summary = summarise(results)
     if out.mode == "json":
-        out.json({"ok": code == EXIT_OK, "dry_run": options.dry_run,
+        out.json({"ok": code == EXIT_OK, "dry_run": audited.dry_run,
                   "specs": [r.to_dict() for r in results], "summary": summary,
-                  "sandbox": sandbox})
+                  "sandbox": audited.sandbox})
         return code
     print_table(results, out.stdout)
     out.stdout.print(f"{summary['total']} spec(s): {summary['approved']} approved, "
                      f"{summary['needs_revision']} need revision, "
                      f"{summary['needs_decomposition']} need decomposition, "
                      f"{summary['invalid']} invalid, {summary['error']} without a verdict"
-                     + (" · dry run: nothing written" if options.dry_run else ""))
+                     + (" · dry run: nothing written" if audited.dry_run else ""))
     return code
 
 
@@ -249,18 +210,15 @@ def print_result(result: SpecAudit, out: Output, dry_run: bool) -> None:
 
 # -- static checks only ---------------------------------------------------------------------
 
-def _static_one(spec_arg: str, out: Output, report: Report, *, write: bool) -> int:
-    from agentrun.audit.static import static_audit
-    from agentrun.cli.common import load
-
-    project, parsed = load(spec_arg, names_paths=False)
-    result = static_audit(parsed)
-    status = _passed_status(project, parsed, result, write)
+def _static_one(checked: Checked, out: Output, report: Callable[[list[Any]], None]) -> int:
+    """One spec's static checks, shown; exit 1 when they found something critical."""
+    result = checked.result
+    assert result is not None  # one spec that cannot be read is an error of its own
     report([result])
     if out.mode == "json":
-        out.json({"ok": not result.critical, **result.to_dict(), "status": status})
+        out.json({"ok": not result.critical, **result.to_dict(), "status": checked.status})
     else:
-        _print_static(result, _status_words(parsed.status, status), out.stdout)
+        _print_static(result, _status_words(checked.before, checked.status), out.stdout)
     return EXIT_FAILED if result.critical else EXIT_OK
 
 
@@ -282,74 +240,33 @@ def _print_static(result: StaticAudit, status: str | None, console: Console) -> 
     findings(result.findings, console)
 
 
-# a spec in these statuses has not been judged yet: passing the static checks audits it
-UNJUDGED = ("", "draft")
-
-
-def _passed_status(project: Project, spec: Spec, result: StaticAudit, write: bool
-                   ) -> str | None:
-    """The spec's status after its static checks: a draft that passes them is `audited`
-    (written into its frontmatter, and STATE.md's position when it is the active spec), so that
-    `run` no longer calls it unaudited. A status a person or the auditor gave stays."""
-    from agentrun.report.state_md import StateUpdate, update_state_file
-    from agentrun.spec.writeback import replace_if_unchanged, set_frontmatter_value
-
-    status = (spec.status or "").strip().lower()
-    if result.verdict != "PASSED" or status not in UNJUDGED:
-        return spec.status
-    if write:
-        replace_if_unchanged(spec.path, spec.text,
-                             set_frontmatter_value(spec.text, "status", "audited"), "audit")
-        if _is_active(project, spec.id):
-            update_state_file(project.state_md, StateUpdate(
-                spec.id, status="audited",
-                next_step=f"`agentrun plan`, then `agentrun run` ({spec.id})"))
-    return "audited"
-
-
-def _is_active(project: Project, spec_id: str) -> bool:
-    from agentrun.project import active_spec_name
-    from agentrun.report.state_md import read_state_md
-
-    if not project.state_md.is_file():
-        return False
-    name = active_spec_name(read_state_md(project.state_md))
-    return name is not None and Path(name).name.removesuffix(".md") == spec_id
-
-
-def _static_all(paths: list[Path], out: Output, report: Report, *, write: bool) -> int:
+def _static_all(checked: list[Checked], out: Output,
+                report: Callable[[list[Any]], None]) -> int:
+    """Every spec's static checks: a table, a summary and the specs they audited."""
     from rich.table import Table
 
-    from agentrun.audit.static import static_audit
-    from agentrun.project import find_project
-    from agentrun.spec import load_spec
-
     rows, docs, invalid, failing, promoted = [], [], 0, 0, []
-    project = find_project()
-    for path in paths:
-        try:
-            parsed = load_spec(path)
-            result = static_audit(parsed)
-        except SpecError as exc:
+    for c in checked:
+        if c.result is None:
+            assert c.error is not None
             invalid += 1
-            docs.append({"spec": path.stem, "path": str(path), "verdict": "INVALID",
-                         "error": exc.message, "hint": exc.hint})
-            rows.append((path.stem, "INVALID", "-", "-", "-", exc.message))
+            docs.append({"spec": c.spec_id, "path": str(c.path), "verdict": "INVALID",
+                         "error": c.error.message, "hint": c.error.hint})
+            rows.append((c.spec_id, "INVALID", "-", "-", "-", c.error.message))
             continue
-        status = _passed_status(project, parsed, result, write)
-        if status != parsed.status:
-            promoted.append(f"{parsed.id}: status {_status_words(parsed.status, status)}")
-        doc = {**result.to_dict(), "status": status}
+        if c.status != c.before:
+            promoted.append(f"{c.spec_id}: status {_status_words(c.before, c.status)}")
+        doc = {**c.result.to_dict(), "status": c.status}
         docs.append(doc)
-        failing += bool(result.critical)
+        failing += bool(c.result.critical)
         counts = doc["counts"]
-        rows.append((result.spec_id, result.verdict, str(counts["critical"]),
-                     str(counts["warning"]), status or "-", ""))
+        rows.append((c.spec_id, c.result.verdict, str(counts["critical"]),
+                     str(counts["warning"]), c.status or "-", ""))
     code = EXIT_BAD_INPUT if invalid else EXIT_FAILED if failing else EXIT_OK
     report(docs)
     if out.mode == "json":
         out.json({"ok": code == EXIT_OK, "specs": docs,
-                  "summary": {"total": len(paths), "invalid": invalid, "critical": failing}})
+                  "summary": {"total": len(checked), "invalid": invalid, "critical": failing}})
         return code
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("Spec", "Verdict", "Critical", "Warnings", "Status", "Error"):
@@ -357,8 +274,8 @@ def _static_all(paths: list[Path], out: Output, report: Report, *, write: bool) 
     for row in rows:
         table.add_row(*row)
     out.stdout.print(table)
-    out.stdout.print(f"{len(paths)} spec(s): {invalid} invalid, {failing} with critical "
-                     f"findings, {len(paths) - invalid - failing} passing")
+    out.stdout.print(f"{len(checked)} spec(s): {invalid} invalid, {failing} with critical "
+                     f"findings, {len(checked) - invalid - failing} passing")
     for line in promoted:
         out.stdout.print(f"{line} (passed the static checks)", markup=False)
     return code
