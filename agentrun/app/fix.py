@@ -29,10 +29,20 @@ class FixOutcome:
     sandbox: str  # the sandbox the fix worker ran in, as the summary says it
 
 
-def fix(spec_arg: str | None, flags: RunFlags, cycles: int, *,
-        warn: Callable[[str], None], note: Callable[[str], None]) -> FixOutcome:
-    """Continue the spec's last run with up to `cycles` fix cycles (BadInput when its last
-    review left nothing open)."""
+@dataclass(frozen=True)
+class FixRequest:
+    """`agentrun fix`: the spec, how many fix-and-review cycles at most, and the worker
+    settings' flags (resolved like a run's, with `resolve_run`)."""
+
+    spec: str | None
+    cycles: int
+    flags: RunFlags
+
+
+def fix(request: FixRequest, *, warn: Callable[[str], None],
+        note: Callable[[str], None]) -> FixOutcome:
+    """Continue the spec's last run with up to `request.cycles` fix cycles (BadInput when its
+    last review left nothing open)."""
     from agentrun.app.checks import (
         capped_price,
         choose_executor,
@@ -52,7 +62,8 @@ def fix(spec_arg: str | None, flags: RunFlags, cycles: int, *,
     from agentrun.sandbox.choice import resolve
     from agentrun.spec import load_spec
 
-    project, path = project_for_spec(spec_arg)
+    flags, cycles = request.flags, request.cycles
+    project, path = project_for_spec(request.spec)
     spec = load_spec(path)
     state = load_state(state_path(project.execution_dir, spec.id))
     last = last_review(state)  # the run's record of its latest review, never the spec's text
@@ -63,18 +74,18 @@ def fix(spec_arg: str | None, flags: RunFlags, cycles: int, *,
     project = pin_to_last_run(project, spec, warn, "the fix")
     plan = build_plan(spec, mode=plan_mode(state.mode) if state.mode in MODES else None)
     config = project.config
-    request = resolve_run(flags, config, agent_executor=worker_agent(project, plan).executor)
+    settings = resolve_run(flags, config, agent_executor=worker_agent(project, plan).executor)
     cfg = provider_config(project, plan, flags)
-    box, choice = resolve(request.sandbox_mode, False, config.sandbox)
-    executor = choose_executor(request.executor, cfg.provider, dry_run=False)
-    capped_price(request.max_cost_usd, cfg.model, config.price_overrides())
+    box, choice = resolve(settings.sandbox_mode, False, config.sandbox)
+    executor = choose_executor(settings.executor, cfg.provider, dry_run=False)
+    capped_price(settings.max_cost_usd, cfg.model, config.price_overrides())
     options = run_options(
-        request, config, provider=worker_provider(cfg, flags), sandbox=box,
+        settings, config, provider=worker_provider(cfg, flags), sandbox=box,
         sandbox_description=choice.describe(), executor=executor,
-        setup=worktree_setup(project, request),
-        review=review_settings(project, request, box.mode))
-    spend = f", spending cap ${request.max_cost_usd:g} for the whole run" \
-        if request.max_cost_usd is not None else ""
+        setup=worktree_setup(project, settings),
+        review=review_settings(project, settings, box.mode))
+    spend = f", spending cap ${settings.max_cost_usd:g} for the whole run" \
+        if settings.max_cost_usd is not None else ""
     note(f"fixing {len(last.findings) + len(last.not_passed)} open finding(s) of Review "
          f"v{last.version} of {relpath(path)} (sandbox {choice.describe()}{spend})")
     check_endpoint(cfg, note)

@@ -46,6 +46,7 @@ def fix(
     a fix or a review); 2 when there is no review with open findings (run `agentrun review`
     first); 3 when the run cannot start.
     """
+    from agentrun.app.fix import FixRequest
     from agentrun.app.fix import fix as fix_spec
     from agentrun.app.requests import RunFlags
     from agentrun.cli.run_cmd import report_run
@@ -55,7 +56,7 @@ def fix(
                      token_budget=token_budget, validation_command=validation_command,
                      sequential=sequential, sandbox=sandbox, allow_dirty=allow_dirty,
                      max_cost=max_cost, fix_cycles=cycles)
-    done = fix_spec(spec, flags, cycles, warn=out.warn, note=out.progress)
+    done = fix_spec(FixRequest(spec, cycles, flags), warn=out.warn, note=out.progress)
     report_run(out, done.state, done.orchestrator, done.sandbox)
     if done.state.status == "interrupted":
         raise typer.Exit(EXIT_INTERRUPTED)
