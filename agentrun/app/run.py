@@ -3,9 +3,8 @@
 `run` takes the command's flags and a `RunFrontend` (how the command shows the plan, asks
 before starting and shows progress) and returns a `RunOutcome`; it prints nothing itself.
 Every refusal comes before anything exists: no worktree, commit or run record
-(app/checks.py's checks, the provider, the sandbox, the spending cap's price). `agentrun
-resume` is this use case with `--resume`: the run continues under the settings it started
-with.
+(app/checks.py's checks, the provider, the sandbox, the spending cap's price). A resume
+(`run --resume`) is this use case too: the run continues under the settings it started with.
 """
 
 from __future__ import annotations
