@@ -9,7 +9,7 @@ the job.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,6 +26,13 @@ from agentrun.cli.run_cmd import (
     Validate,
 )
 from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
+
+if TYPE_CHECKING:
+    import threading
+
+    from agentrun.cli.output import Output
+    from agentrun.config import SandboxConfig
+    from agentrun.protocol import SandboxSettings
 
 WORKER_HELP = """Execute one worker batch and write its result JSON.
 
@@ -122,7 +129,8 @@ def _one_form(assignment: Path | None, ci: dict[str, object]) -> None:
                             "or an assignment with --assignment FILE")
 
 
-def _local(assignment: Path, out, cancel, sandbox: str | None, allow_network: bool) -> int:
+def _local(assignment: Path, out: Output, cancel: threading.Event, sandbox: str | None,
+           allow_network: bool) -> int:
     from agentrun.protocol import Assignment
     from agentrun.sandbox.choice import resolve
     from agentrun.worker import run_assignment
@@ -136,7 +144,7 @@ def _local(assignment: Path, out, cancel, sandbox: str | None, allow_network: bo
     return _code(result.status, result.stop_reason)
 
 
-def _as_config(settings):
+def _as_config(settings: SandboxSettings) -> SandboxConfig:
     """An assignment's sandbox settings as the config section `resolve` reads."""
     from agentrun.config import SandboxConfig
 
@@ -144,7 +152,7 @@ def _as_config(settings):
                          home_allow=list(settings.home_allow), limits=settings.limits)
 
 
-def _print(out, doc: dict[str, Any], where: str) -> None:
+def _print(out: Output, doc: dict[str, Any], where: str) -> None:
     if out.mode == "json":
         out.json(doc)
         return
@@ -162,7 +170,7 @@ def _print(out, doc: dict[str, Any], where: str) -> None:
     out.stdout.print(f"result: {where}", markup=False)
 
 
-def _code(status: str, stop_reason: str) -> int:
+def _code(status: str, stop_reason: str | None) -> int:
     if stop_reason == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_OK if status == "complete" else EXIT_FAILED
