@@ -364,7 +364,7 @@ def aggregate(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path],
         reviewer_model(options.review.access)  # the run may end complete: before any merge
     if not options.provider.provider:
         first = next((r for r in results if r.provider), None)
-        if first is not None:
+        if first is not None and first.provider:
             options.provider.provider, options.provider.model = first.provider, first.model or ""
     continued = previous if wave.number > 1 and previous is not None else None
     run_id = continued.run_id if continued else new_run_id()
