@@ -8,6 +8,7 @@ import typer
 def register(app: typer.Typer) -> None:
     if getattr(app, "_agentrun_registered", False):
         return
+    # the mark lives on the app, so each app gets its commands once; Typer declares no such field
     app._agentrun_registered = True  # type: ignore[attr-defined]
     from agentrun.cli import (
         aggregate_cmd,

@@ -89,8 +89,8 @@ def no_new_failures(baseline: Validation, now: Validation) -> bool:
     before, after = failing_tests(baseline.output), failing_tests(now.output)
     if before is not None and after is not None:
         return after <= before
-    codes = [_EXIT_CODE.search(v.output) for v in (baseline, now)]
-    return all(codes) and codes[0].group(1) == codes[1].group(1)  # type: ignore[union-attr]
+    was, is_now = (_EXIT_CODE.search(v.output) for v in (baseline, now))
+    return was is not None and is_now is not None and was.group(1) == is_now.group(1)
 
 
 @dataclass

@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import requests
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -86,7 +87,7 @@ class CollectorError(Exception):
 
 
 class _OneTry(requests.adapters.HTTPAdapter):
-    def send(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def send(self, *args: Any, **kwargs: Any) -> requests.Response:
         try:
             return super().send(*args, **kwargs)
         except requests.RequestException as exc:
