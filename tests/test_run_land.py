@@ -104,7 +104,8 @@ def test_a_landed_worktree_is_removed_and_a_failed_one_kept(tmp_path):
     landing.land_ready({"G1": ok, "G2": bad})
     assert (t.worktrees / "G1").exists()  # until the wave is over and checked
     landing.finish({"G1": ok, "G2": bad})
-    landing.clean_up()
+    landing.clean_up()  # in the background: the run goes on
+    t.lander.settle()
     assert not (t.worktrees / "G1").exists()
     assert t.state.groups["G1"].worktree is None
     assert run_git(t.root, "branch", "--list", f"agentrun/{SPEC_ID}/r1/G1") == ""
@@ -113,6 +114,25 @@ def test_a_landed_worktree_is_removed_and_a_failed_one_kept(tmp_path):
     assert not (t.root / "b.txt").exists()  # failed work is not merged
     assert t.events[-1] == {**t.events[-1], "type": "kept_worktree", "batch": "G2",
                             "branch": f"agentrun/{SPEC_ID}/r1/G2"}
+
+
+def test_without_a_check_of_the_wave_a_worktree_goes_as_its_work_lands(tmp_path):
+    t = Landing(tmp_path)
+    first, second = t.work("G1", {"a.txt": "one\n"}), t.work("G2", {"b.txt": "two\n"})
+    landing = WaveLanding(t.lander, [Batch("G1", ["G1"]), Batch("G2", ["G2"])],
+                          remove_early=True)
+    landing.land_ready({"G1": first})  # G2's worker still runs
+    assert "G1" in t.lander.removing and "G2" not in t.lander.removing
+    t.lander.settle()
+    assert not (t.worktrees / "G1").exists() and t.state.groups["G1"].worktree is None
+    assert run_git(t.root, "branch", "--list", f"agentrun/{SPEC_ID}/r1/G1") == ""
+    assert (t.worktrees / "G2" / "b.txt").read_text() == "two\n"
+    landing.land_ready({"G1": first, "G2": second})
+    landing.finish({"G1": first, "G2": second})
+    landing.clean_up()
+    t.lander.settle()
+    assert not (t.worktrees / "G2").exists() and (t.root / "b.txt").read_text() == "two\n"
+    assert [e["type"] for e in t.events] == ["merged", "merged"]
 
 
 def landed_ids(batches: list[Batch]) -> list[str]:

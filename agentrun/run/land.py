@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from agentrun import workspace
+from agentrun.core.errors import AgentrunError
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import Status, StopReason
 from agentrun.plan import Batch
@@ -38,6 +39,10 @@ class Lander:
         self.record = record
         self.cancel = cancel
         self.target = target or Target(root, state, record)
+        # worktree removals under way (clean_up, remove_soon), by batch; `settle` ends them
+        self.removing: dict[str, tuple[Batch, workspace.Worktree,
+                                      Future[Exception | None]]] = {}
+        self._remover: ThreadPoolExecutor | None = None
 
     def land(self, batch: Batch, result: WorkerResult) -> bool:
         """Merge a finished batch; True when it merged."""
@@ -86,25 +91,43 @@ class Lander:
     def clean_up(self, batches: list[Batch]) -> None:
         """Remove merged batches' worktrees and branches; keep any other (and say where), so
         a human or `--resume` finds the work (a wave that failed its integration check
-        failed its merged groups: their branches are kept too). The removals run side by
-        side: each waits on the disk, not the CPU."""
-        removals: list[tuple[Batch, workspace.Worktree]] = []
+        failed its merged groups: their branches are kept too). The removals run in the
+        background, side by side (each waits on the disk, not the CPU), while the run goes
+        on; `settle` waits for them."""
         for batch in batches:
             groups = [self.state.groups[g] for g in batch.ids]
-            if not groups or not groups[0].worktree:
+            if not groups or not groups[0].worktree or batch.id in self.removing:
                 continue
-            if not all(g.status == Status.COMPLETE and (g.merge_commit or not g.commits)
-                       for g in groups):
+            if not self.landed_whole(batch):
                 self.record.emit({"type": "kept_worktree", "batch": batch.id,
                                   "worktree": groups[0].worktree, "branch": groups[0].branch})
                 continue
-            removals.append((batch, workspace.Worktree(
-                Path(groups[0].worktree), groups[0].branch or "", self.state.base_commit)))
-        if not removals:
+            self.remove_soon(batch)
+
+    def landed_whole(self, batch: Batch) -> bool:
+        """Every group of `batch` complete, its work merged (or none to merge)."""
+        groups = [self.state.groups[g] for g in batch.ids]
+        return bool(groups) and all(g.status == Status.COMPLETE and
+                                    (g.merge_commit or not g.commits) for g in groups)
+
+    def remove_soon(self, batch: Batch) -> None:
+        """Start removing `batch`'s worktree and branch in the background."""
+        group = self.state.groups[batch.ids[0]]
+        if not group.worktree or batch.id in self.removing:
             return
-        with ThreadPoolExecutor(max_workers=min(len(removals), 4)) as pool:
-            errors = list(pool.map(self._remove, [wt for _, wt in removals]))
-        for (batch, wt), error in zip(removals, errors, strict=True):
+        wt = workspace.Worktree(Path(group.worktree), group.branch or "",
+                                self.state.base_commit)
+        if self._remover is None:
+            self._remover = ThreadPoolExecutor(max_workers=4,
+                                               thread_name_prefix="agentrun-remove")
+        self.removing[batch.id] = (batch, wt, self._remover.submit(self._remove, wt))
+
+    def settle(self) -> None:
+        """Wait for the removals started so far; the state forgets each removed worktree,
+        and one that could not be removed is a warning."""
+        removing, self.removing = self.removing, {}
+        for batch, wt, future in removing.values():
+            error = future.result()
             if error is not None:
                 self.record.emit({"type": "warning", "message": f"could not remove worktree "
                                   f"{wt.path}: {error}"})
@@ -112,10 +135,10 @@ class Lander:
             for gid in batch.ids:
                 self.state.groups[gid].worktree = None
 
-    def _remove(self, wt: workspace.Worktree) -> workspace.GitError | None:
+    def _remove(self, wt: workspace.Worktree) -> Exception | None:
         try:
             workspace.remove_worktree(self.root, wt, delete_branch=True)
-        except workspace.GitError as exc:
+        except (AgentrunError, OSError) as exc:  # said by `settle` (GitError is one)
             return exc
         return None
 
@@ -124,8 +147,10 @@ class WaveLanding:
     """The landing queue of one wave: its batches in landing order, landed one by one as
     their results (and those of every batch before them) arrive."""
 
-    def __init__(self, lander: Lander, ordered: list[Batch]) -> None:
+    def __init__(self, lander: Lander, ordered: list[Batch], remove_early: bool = False) -> None:
         self.lander = lander
+        # no check of the wave's merged result needs them: worktrees go as their work lands
+        self.remove_early = remove_early
         self.queue = list(ordered)
         self.landed: list[Batch] = []
         self.done: list[Batch] = []  # every batch that had a result, merged or not
@@ -152,3 +177,5 @@ class WaveLanding:
         self.done.append(batch)
         if self.lander.land(batch, results[batch.id]):
             self.landed.append(batch)
+            if self.remove_early and self.lander.landed_whole(batch):
+                self.lander.remove_soon(batch)

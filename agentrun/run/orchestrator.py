@@ -332,7 +332,9 @@ class Orchestrator:
                       "by": blockers})
         emit({"type": "wave_start", "wave": wave.label, "number": wave.number,
               "batches": [b.id for b in triage.todo]})
-        landing = WaveLanding(self.lander, self.schedule.landing_order(triage.todo))
+        # without a check of the merged result, a worktree goes as soon as its work lands
+        landing = WaveLanding(self.lander, self.schedule.landing_order(triage.todo),
+                              remove_early=self.integration.checker is None)
         base = workspace.head_commit(self.root)
         # merges an earlier run made but never saw pass their check: checked with this wave's
         unchecked = [b for b in wave.batches if b.id in triage.skipped
@@ -409,6 +411,10 @@ class Orchestrator:
         else the last one stands)."""
         self.cancel.set()
         state = self.state
+        lander = getattr(self, "lander", None)  # none before the run began
+        if lander is not None:
+            with contextlib.suppress(Exception):  # removals under way end before the record
+                lander.settle()
         scheduler.settle(state, interrupted=True)
         state.status, state.finished = RunStatus.INTERRUPTED, now_text()
         state.warnings.append(why)
@@ -536,6 +542,7 @@ class Orchestrator:
         The report commit lands only on the run's branch: switched away, the run is not
         complete (its work waits for `--resume` there)."""
         state = self.state
+        self.lander.settle()  # the worktree removals that ran alongside the end of the run
         if not interrupted and not self.target.stopped and not self.target.ready():
             state.status = scheduler.final_status(state, interrupted=False)
         progress, position = scheduler.final_position(state, interrupted)
@@ -637,6 +644,7 @@ class Waves:
         orch, state = self._orch, self.state
         done, nxt = orch.plan.waves[self._next - 1], self.next_wave
         assert nxt is not None and not self.aborted, "only a run with waves left pauses"
+        orch.lander.settle()  # the worktree removals under way end before the state is saved
         save_state(orch.state_file, state)
         when = now_text()
         orch.record.write_summary(when)
