@@ -156,6 +156,8 @@ class _Run:
                 return
             snap["taken"] = True
             try:
+                if number > 1 or self.task.start is None:  # a snapshot that reads the files
+                    self.task.files_ready()
                 snap["snapshot"] = (self.task.start if number == 1 and self.task.start
                                     is not None else take_snapshot(self.worktree))
                 self.record("snapshot", attempt=number, tree=snap["snapshot"].tree,
@@ -167,6 +169,7 @@ class _Run:
             text=text, number=number, max_attempts=max_attempts, tools=list(self.tools),
             budget=self.budget, transcript=self.transcript, on_event=self.on_event,
             before_write=before_write))
+        self.task.files_ready()  # what follows looks at the worktree's files
         snapshot: Snapshot | None = snap.get("snapshot")
         validation = None
         if result.stop_reason == StopReason.COMPLETED and result.status == Status.COMPLETE \

@@ -40,7 +40,7 @@ from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.choice import make_sandbox
 from agentrun.tools.base import CommandPolicy
 from agentrun.tools.environment import discard_private_home
-from agentrun.workspace import populate_worktree
+from agentrun.workspace import index_path, populate_worktree
 from agentrun.worktree_setup import LOG_NAME, prepare_worktree
 
 # the coding-agent CLIs a worker can drive, by executor name
@@ -79,6 +79,7 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
              progress: _Progress, sandbox: Sandbox | AgentrunError) -> WorkerResult:
     started = time.monotonic()
     worktree = Path(assignment.worktree)
+    checkout = BackgroundCheckout()
     trace = telemetry.worker_trace(assignment.trace_parent, batch=assignment.batch,
                                    provider=assignment.provider.provider,
                                    model=assignment.provider.model,
@@ -90,12 +91,20 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
             raise sandbox
         # the orchestrator creates worktrees without files, to be quick; a fresh checkout is
         # HEAD exactly, which spares the first attempt's snapshot a scan of every file
-        start = checkout_snapshot(worktree) if populate_worktree(worktree) else None
+        if assignment.setup is None and not index_path(worktree).exists():
+            # the files are checked out while the first model call is made: that call needs
+            # none, and every tool call waits for them (AgentTask.files_ready)
+            checkout.start(worktree)
+            start = checkout_snapshot(worktree)
+        else:
+            start = checkout_snapshot(worktree) if populate_worktree(worktree) else None
         if assignment.setup is not None:  # before any model call: a failure fails the batch
             set_up(assignment, progress)
             start = None  # no longer HEAD exactly: the first attempt takes its own snapshot
         pointer = git_pointer(worktree)
-        outcome, model = _run_attempts(assignment, cancel, progress, provider, sandbox, start)
+        outcome, model = _run_attempts(assignment, cancel, progress, provider, sandbox, start,
+                                       checkout.wait)
+        checkout.wait()
         if git_pointer(worktree) != pointer:  # git would now follow the model's choice
             raise AgentrunError(
                 "the worktree's .git was changed during the run, so its git directory is not "
@@ -103,6 +112,7 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
                 hint=f"inspect {worktree}/.git; the agent must not touch .git")
         result = _result_from_git(assignment, outcome, model, worktree)
     except Exception as exc:  # the boundary of the worker: report, never crash silently
+        checkout.join()  # no git of ours still writes in the worktree
         message = exc.message if isinstance(exc, AgentrunError) else f"{type(exc).__name__}: {exc}"
         result = _base_result(assignment, status=Status.FAILED, error=message,
                               stop_reason=StopReason.ERROR)
@@ -116,6 +126,35 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
     progress.emit({"type": "done", "status": result.status, "stop_reason": result.stop_reason})
     progress.close()
     return result
+
+
+class BackgroundCheckout:
+    """A fresh worktree's files, checked out in a thread of the worker (`git read-tree -u`,
+    as `populate_worktree`), so that the first model call does not wait for them."""
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def start(self, worktree: Path) -> None:
+        def run() -> None:
+            try:
+                populate_worktree(worktree)
+            except BaseException as exc:  # noqa: BLE001 - raised where the files are needed
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, name="agentrun-checkout", daemon=True)
+        self.thread.start()
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+
+    def wait(self) -> None:
+        """Block until the files are there; the checkout's error, if it failed."""
+        self.join()
+        if self.error is not None:
+            raise self.error
 
 
 def set_up(assignment: Assignment, progress: _Progress) -> None:
@@ -132,7 +171,8 @@ def set_up(assignment: Assignment, progress: _Progress) -> None:
 
 
 def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Progress,
-                  provider: Any, sandbox: Sandbox, start: Snapshot | None = None):
+                  provider: Any, sandbox: Sandbox, start: Snapshot | None = None,
+                  files_ready: Callable[[], None] | None = None):
     root = Path(assignment.project_root) if assignment.project_root else None
     agent = load_agent(assignment.agent, root)
     overrides = {k: v for k, v in {
@@ -149,6 +189,7 @@ def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Pr
                      limits=limits, group=",".join(g.id for g in assignment.groups),
                      validation_command=assignment.validation_command,
                      interactive=assignment.interactive, project_root=root, start=start,
+                     files_ready=files_ready or (lambda: None),
                      command_policy=CommandPolicy(env_allow=tuple(assignment.command_env),
                                                   max_write_bytes=assignment.max_write_bytes))
     transcript = Transcript(Path(assignment.transcript_path)

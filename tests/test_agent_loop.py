@@ -440,3 +440,24 @@ def test_asking_never_waits_without_a_terminal(monkeypatch):
 
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))  # piped input is not a person
     assert ask_yes_no("Continue?") is False
+
+
+def test_the_first_model_call_goes_before_the_files_and_every_tool_waits_for_them(tmp_path):
+    # a fresh worker checks its files out while the first call is made (worker.py)
+    repo = make_repo(tmp_path)
+    provider = RecordingProvider([turn(call("read_file", path="late.txt")),
+                                  turn(submit("complete", "read it"))])
+    task = make_task(repo)
+    ready: list[int] = []  # model requests made when the files were waited for
+
+    def files_ready() -> None:
+        if not ready:
+            (repo / "late.txt").write_text("checked out\n")
+        ready.append(len(provider.requests))
+
+    task.files_ready = files_ready
+    transcript = Transcript(None)
+    outcome = run_agent(task, provider, transcript=transcript, sleep=no_sleep())
+    assert outcome.status == "complete"
+    assert ready[0] == 1  # the first call had gone out; the tool call then waited
+    assert "checked out" in provider.texts(1)  # and read the file that had arrived

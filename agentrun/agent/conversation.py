@@ -223,6 +223,8 @@ class Conversation:
         arguments = self._within_deadline(call)
         if call.name == "submit_result":  # a result ends up in result files and specs
             arguments = self.rt.transcript.redactor.value(arguments)
+        if self.rt.files_ready is not None:  # the first call may come before the checkout ends
+            self.rt.files_ready()
         try:
             result = self.tools.call(call.name, arguments)
         except Interrupted:

@@ -37,6 +37,8 @@ class Runtime:
     ask: Callable[[str], bool] | None = None
     # asked before every model call: None to go ahead, else the stop reason (the spending cap)
     before_call: Callable[[], str | None] | None = None
+    # blocks until the worktree's files are checked out (AgentTask.files_ready)
+    files_ready: Callable[[], None] | None = None
 
     def record(self, type: str, **data: Any) -> None:
         self.transcript.record(type, **data)

@@ -170,6 +170,12 @@ def _checked(project: Project, spec: Spec, plan: Plan, flags: RunFlags,
         from agentrun.providers.scripted import ScriptedProvider
 
         ScriptedProvider.from_file(cfg.script)
+    if not (flags.dry_run or flags.sequential or unconfigured):
+        from agentrun.run import pool
+
+        # the worker processes' server imports the worker code and the SDK while the plan is
+        # summed up, checked and committed: the first worker then starts at once
+        pool.warm_up(cfg.provider)
     executor = choose_executor(request.executor, cfg.provider, flags.dry_run)
     if flags.record:
         from agentrun.providers.recording import reset_recording

@@ -28,6 +28,10 @@ from agentrun.agent.transcript import Transcript
 from agentrun.tools.base import CommandPolicy
 
 
+def _nothing() -> None:
+    return None
+
+
 @dataclass
 class AgentTask:
     """A task for an agent: who works on it, on what, where, and within which limits."""
@@ -45,6 +49,9 @@ class AgentTask:
     # snapshot then reads no file
     start: Snapshot | None = None
     output: type[BaseModel] | None = None  # the result model submit_result must carry
+    # blocks until the worktree's files are there (checked out while the first model call
+    # is made, worker.py); every tool call and every look at the worktree waits for it
+    files_ready: Callable[[], None] = _nothing
 
 
 @dataclass
@@ -77,10 +84,6 @@ class Budget:
         if self.allowance is None:
             return self.stop_requested()
         return self.allowance.check(self.tokens.usage, self.stop_requested, self.cancel.wait)
-
-
-def _nothing() -> None:
-    return None
 
 
 @dataclass

@@ -45,7 +45,8 @@ class BuiltinExecutor:
                      project_root=task.project_root,
                      policy=task.command_policy or CommandPolicy(),
                      interactive=task.interactive, on_event=attempt.on_event,
-                     sleep=self.sleep, ask=self.ask, before_call=budget.before_call)
+                     sleep=self.sleep, ask=self.ask, before_call=budget.before_call,
+                     files_ready=task.files_ready)
         before = budget.tokens.usage
         result = Conversation(rt, task.agent, attempt.text, attempt.tools,
                               max_steps=limits.max_steps, depth=0, attempt=attempt.number,

@@ -196,6 +196,7 @@ class CliExecutor:
                 stream: CliStream) -> tuple[CommandResult, StopReason | None]:
         """One CLI process in the worker's sandbox, its events fed to `stream` as they come;
         (its result, why it was stopped — None if it ended by itself)."""
+        task.files_ready()  # the CLI works on the files from its first moment
         watcher = CancelWatcher(attempt.budget.cancel, self.sandbox)
         with watcher:
             result = self.sandbox.run(argv, cwd=Path(task.worktree),

@@ -10,6 +10,7 @@ another.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import multiprocessing
 import os
@@ -18,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agentrun import telemetry
 from agentrun.providers.catalog import preload_modules
@@ -25,6 +27,8 @@ from agentrun.worker import process_main
 
 _CONTEXT = None
 _CONTEXT_LOCK = threading.Lock()
+_AT_EXIT = False  # shut_down is registered to run at exit
+_STOPPED = threading.Event()  # shut_down was called since the last warm-up
 
 
 def _context(provider: str):
@@ -41,7 +45,8 @@ def _make_context(provider: str):
         ctx = multiprocessing.get_context(method)
         if method == "forkserver":
             preload = ["agentrun.preload", *preload_modules(provider),
-                       *telemetry.preload_modules()]  # tracing on: its SDK too
+                       *telemetry.preload_modules(),  # tracing on: its SDK too
+                       "agentrun.preload_clients"]  # what the SDK loads for a client
             ctx.set_forkserver_preload(preload)
         _CONTEXT = ctx
     return _CONTEXT
@@ -97,13 +102,21 @@ class WorkerProcess:
 
 
 def warm_up(provider: str) -> None:
-    """Start the forkserver and its imports in the background, once the run has passed its
-    checks. The first worker otherwise waits for the server to import the worker code and the
-    SDK (0.5–2 s); started early, that overlaps with the base check and the first worktrees.
+    """Start the forkserver and its imports in the background, as soon as a run knows its
+    provider. The first worker otherwise waits for the server to import the worker code and
+    the SDK (0.5–2 s, more on a busy machine); started early, that overlaps with planning,
+    the run's checks and commit, the base check and the first worktrees. A command that stops
+    before any worker starts stops the server on its way out (`shut_down`).
     """
+    global _AT_EXIT
+    if not _AT_EXIT:
+        _AT_EXIT = True
+        atexit.register(shut_down)
+    _STOPPED.clear()
+
     def start() -> None:
         ctx = _context(provider)
-        if ctx.get_start_method() == "forkserver":
+        if ctx.get_start_method() == "forkserver" and not _STOPPED.is_set():
             from multiprocessing import forkserver
 
             with contextlib.suppress(Exception):
@@ -113,11 +126,19 @@ def warm_up(provider: str) -> None:
 
 
 def shut_down() -> None:
-    """Stop the forkserver now, so it does not hold the CLI's output pipes after exit."""
+    """Stop the forkserver now, so it does not hold the CLI's output pipes after exit. Its
+    workers are over; it is killed rather than asked, since a server still importing (a run
+    that stopped early) or tearing down a loaded SDK would hold the exit for seconds."""
+    _STOPPED.set()  # a warm-up still on its way starts nothing now
     with contextlib.suppress(Exception):
         from multiprocessing import forkserver
 
-        forkserver._forkserver._stop()  # noqa: SLF001 - the only way to stop it early
+        server: Any = forkserver._forkserver  # noqa: SLF001 - the only way to stop it early
+        with server._lock:  # noqa: SLF001 - not while it is being started
+            if server._forkserver_pid is not None:  # noqa: SLF001
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(server._forkserver_pid, signal.SIGKILL)  # noqa: SLF001
+                server._stop_unlocked()  # noqa: SLF001
 
 
 class CannotSpawn(RuntimeError):
