@@ -14,10 +14,19 @@ Everything per worker is derived from the run record: the orchestrator's events
 events do not say when a worktree's creation starts, so "worktree" is the gap between two
 worker_start events (it includes starting the previous worker: milliseconds once the
 forkserver runs) next to a direct measurement on the same repository. Prints figures only, with
-the goals next to them. The machine is shared: use --repeat.
+the goals next to them (parallel efficiency ≥ 0.85: wall time within 1/0.85 of the critical
+path, fixed start-up and report aside). The machine is shared: use --repeat.
+
+`--src DIR` measures the agentrun in DIR (a checkout of another version); `--before DIR`
+measures that version too, its runs taking turns with this one's on the same projects, and
+prints the two side by side (medians):
+
+    .venv/bin/python bench/orchestration.py --workers 6 --calls 3 --latency 1.5 --no-single \
+        --repeat 3 --before /path/to/older/checkout
 
     .venv/bin/python bench/orchestration.py [--workers 8] [--latency 0.2] [--files 2000]
         [--calls 5] [--repeat 1] [--no-single] [--no-sdk] [--keep] [--dir /dev/shm]
+        [--src DIR] [--before DIR]
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -254,12 +264,12 @@ def children_cpu() -> float:
 
 
 def run_cli(project: Path, label: str, args: list[str], env_extra: dict[str, str],
-            timeout: float) -> Run:
+            timeout: float, src: Path = REPO) -> Run:
     """`python -m agentrun run SPEC ... --yes --json` as a user runs it, plus its run record."""
     env = {k: v for k, v in os.environ.items() if k not in (
         "AGENTRUN_DEBUG", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL",
         "OPENAI_BASE_URL", "AGENTRUN_PROVIDER", "AGENTRUN_MODEL")}
-    env.update({"CI": "1", **env_extra})
+    env.update({"CI": "1", "PYTHONPATH": str(src), **env_extra})  # the version measured
     cpu_before = children_cpu()
     launched = time.time()
     start = time.perf_counter()
@@ -574,6 +584,26 @@ def chosen(runs: list[Run]) -> Run:
     return sorted(runs, key=lambda r: r.wall_s)[(len(runs) - 1) // 2]
 
 
+def compare(groups: list[list[Run]]) -> None:
+    """Each kind's medians, the version before beside the one after (`--before`)."""
+    print("\nBefore / after (medians of the runs of each version, which took turns)")
+    head = (f"{'run':<36}{'wall s':>16}{'efficiency':>16}{'spawn all':>16}{'workers':>16}"
+            f"{'wt removal':>16}{'exit':>16}")
+    print(head)
+    print("-" * len(head))
+    pairs = [(b, a) for b, a in zip(groups[0::2], groups[1::2], strict=True)]
+    def both(before: list[Run], after: list[Run], figure: Callable[[Run], float | None]) -> str:
+        old, new = median([figure(r) for r in before]), median([figure(r) for r in after])
+        return f"{fmt(old, 6)} → {fmt(new, 6)}"
+
+    for before, after in pairs:
+        label = before[0].label.removesuffix(" (before)")
+        figures = (lambda r: r.wall_s, efficiency, lambda r: phases(r).spawn_all_s,
+                   lambda r: phases(r).workers_s, lambda r: phases(r).cleanup_s,
+                   lambda r: phases(r).exit_s)
+        print(f"{label:<36}" + "".join(f"{both(before, after, f):>16}" for f in figures))
+
+
 # -- main -------------------------------------------------------------------------------------
 
 def main() -> None:
@@ -590,14 +620,24 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None,
                         help="where to build the projects (default: the system's temp dir; "
                              "/dev/shm takes the disk out of the figures)")
+    parser.add_argument("--src", type=Path, default=REPO,
+                        help="the agentrun checkout to measure (default: this one)")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="another checkout to measure too, taking turns, and compare")
     args = parser.parse_args()
     if args.calls < 2 or args.workers < 2 or args.repeat < 1:
         parser.error("--calls and --workers must be at least 2, --repeat at least 1")
 
     # An installed agentrun has its bytecode compiled (pip does it); a source checkout run
     # with PYTHONDONTWRITEBYTECODE would recompile every module in every process instead.
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "agentrun")],
-                   check=True)
+    versions = [("after", args.src.resolve())] if args.before else [("", args.src.resolve())]
+    if args.before:
+        versions.insert(0, ("before", args.before.resolve()))
+    for _, src in versions:
+        if not (src / "agentrun" / "__init__.py").is_file():
+            parser.error(f"no agentrun checkout at {src}")
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(src / "agentrun")],
+                       check=True)
     work = Path(tempfile.mkdtemp(prefix="agentrun-bench-orch-", dir=args.dir))
     try:
         print(f"agentrun orchestration benchmark · python {platform.python_version()} · "
@@ -629,24 +669,29 @@ def main() -> None:
                            "--no-review"], cp, True))
         groups: list[list[Run]] = []
         for label, cli_args, critical, sdk in kinds:
-            runs = []
+            runs: dict[str, list[Run]] = {name: [] for name, _ in versions}
             for i in range(args.repeat):
-                project = fresh_copy(template, work, f"run-{len(groups)}-{i}")
-                if sdk:
-                    responder = anthropic_responder(args.workers, args.calls, args.files,
-                                                    args.latency)
-                    with FakeModelServer(responder) as server:
-                        run = run_cli(project, label, cli_args,
-                                      {"ANTHROPIC_BASE_URL": server.anthropic_base_url,
-                                       "ANTHROPIC_API_KEY": "bench-key"}, args.timeout)
-                        run.requests = len(server.requests)
-                else:
-                    run = run_cli(project, label, cli_args, {}, args.timeout)
-                run.critical_path_s = critical
-                runs.append(run)
-            groups.append(runs)
+                for name, src in versions:  # versions take turns: the same conditions
+                    title = f"{label} ({name})" if name else label
+                    project = fresh_copy(template, work, f"run-{len(groups)}-{name}{i}")
+                    if sdk:
+                        responder = anthropic_responder(args.workers, args.calls, args.files,
+                                                        args.latency)
+                        with FakeModelServer(responder) as server:
+                            run = run_cli(project, title, cli_args,
+                                          {"ANTHROPIC_BASE_URL": server.anthropic_base_url,
+                                           "ANTHROPIC_API_KEY": "bench-key"}, args.timeout,
+                                          src)
+                            run.requests = len(server.requests)
+                    else:
+                        run = run_cli(project, title, cli_args, {}, args.timeout, src)
+                    run.critical_path_s = critical
+                    runs[name].append(run)
+            groups += runs.values()
 
         print_runs(groups)
+        if args.before:
+            compare(groups)
         if not args.no_single:
             orch, single = chosen(groups[0]), chosen(groups[1])
             print(f"orchestrated vs single mode: {single.wall_s / orch.wall_s:.2f}x faster "
@@ -657,6 +702,8 @@ def main() -> None:
             if run.result.get("mode") == "orchestrated":
                 print_workers(run, args.latency, args.calls)
                 summarize(run, args.latency, args.calls, refs)
+        if args.before:
+            groups = [g for g in groups if g[0].label.endswith("(after)")]
         print(f"\nload average at the end: {os.getloadavg()[0]:.2f} (the machine is shared; "
               "use --repeat 3 for steadier figures)")
         if args.keep:
