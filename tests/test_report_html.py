@@ -119,6 +119,7 @@ def test_a_run_writes_a_self_contained_report_with_every_part(tmp_path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
     assert page.sections == ["plan", "timeline", "cost", "verification", "failures"]
+    assert "<h1>SPEC-7: End-to-end fixture</h1>" in text  # the spec's heading, its id once
     # the plan: waves and groups
     assert page.row("Wave") and [page.row(g)[:1] for g in ("1", "2")]
     waves = [r[:4] for r in page.rows if r and r[0] in ("1", "2") and len(r) == 8]
@@ -173,6 +174,7 @@ def test_a_run_writes_a_self_contained_report_with_every_part(tmp_path):
     again = agentrun("report", "--json", cwd=root)
     assert again.returncode == 0 and Path(again.json["report"]).is_file()
     assert Page(path.read_text()).sections[0] == "plan"
+    assert "<h1>SPEC-7: End-to-end fixture</h1>" in path.read_text()  # the spec's title too
 
 
 def test_a_record_of_garbage_and_wrong_types_still_makes_a_page(tmp_path):

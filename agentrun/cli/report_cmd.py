@@ -50,8 +50,9 @@ def report(
             control = control_dir(workspace.repo_root(project.root), run_dir.name)
         except workspace.GitError:
             control = None
-        path = write_report(run_dir, control, state_file=state_path(
-            project.execution_dir, spec) if spec else None)
+        state_file = state_path(project.execution_dir, spec) if spec else None
+        path = write_report(run_dir, control, state_file=state_file,
+                            title=_spec_title(project.root, run_dir, state_file))
     opened = _open(path) if open_it else None
     if out.mode == "json":
         out.json({"ok": True, "run_id": run_dir.name, "report": str(path),
@@ -85,6 +86,22 @@ def _run_dir(project: Project, run: str | None) -> Path:
         raise BadInput(f"no run {run}: neither a run id under {runs} nor a run's folder",
                        hint=hint)
     return folder.resolve()
+
+
+def _spec_title(root: Path, run_dir: Path, state_file: Path | None) -> str:
+    """The title of the run's spec as it reads now (the report's heading); empty when the
+    spec is gone or unreadable: the report is written all the same."""
+    from agentrun.core.errors import AgentrunError
+    from agentrun.report.html_data import read_state
+    from agentrun.spec.parse import load_spec
+
+    state = read_state(run_dir, state_file)
+    if state is None or not state.spec_path:
+        return ""
+    try:
+        return load_spec(root / state.spec_path).title
+    except AgentrunError:
+        return ""
 
 
 def _open(path: Path) -> bool:

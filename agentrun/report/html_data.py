@@ -124,6 +124,18 @@ class Report:
         return max(0.0, self.end - self.start)
 
     @property
+    def heading(self) -> str:
+        """The spec's id and title; a title that already starts with the id (a spec's
+        `# SPEC-7: Title` line) is not prefixed with it again."""
+        spec_id = self.state.spec_id if self.state else ""
+        if not spec_id:
+            return self.title or "Run"
+        if not self.title or self.title == spec_id:
+            return spec_id
+        return self.title if self.title.startswith(f"{spec_id}:") else \
+            f"{spec_id}: {self.title}"
+
+    @property
     def reviews(self) -> list[dict[str, Any]]:
         """Each review's verdict, findings and criteria verdicts, every field in place."""
         out = []
