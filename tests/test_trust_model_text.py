@@ -5,7 +5,7 @@ from __future__ import annotations
 from clirun import agentrun
 from runkit import make_project, scripted, spec_text, submit
 
-from agentrun.cli.output import inert
+from agentrun.cli.output import Output, inert
 from agentrun.spec.parse import parse_spec
 
 ONE = [("G1", [], "src/a.py")]
@@ -36,6 +36,13 @@ def test_workflow_commands_in_model_text_do_not_reach_ci_output(tmp_path):
 
 def test_inert_breaks_only_line_starts():
     assert inert("a ::error:: b\n ::add-mask::x") == "a ::error:: b\n : :add-mask::x"
+
+
+def test_a_warning_is_shown_as_it_is_written(capsys):
+    said = "pip install 'agentrun-specflow[otel]' · [bold]x[/bold]"
+    for mode in ("human", "plain", "json"):
+        Output(mode).warn(said)
+        assert f"warning: {said}" in capsys.readouterr().err, mode
 
 
 TWO = [("G1", [], "src/a.py"), ("G2", [], "env.txt")]

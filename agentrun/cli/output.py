@@ -100,10 +100,14 @@ class Output:
             self.log.flush()
 
     def warn(self, message: str) -> None:
+        """A warning, its text as it is: a hint such as `pip install 'x[otel]'` keeps its
+        brackets (they are not markup)."""
         if self.mode == "human":
-            self.stderr.print(f"[yellow]warning:[/yellow] {message}", markup=True)
+            from rich.markup import escape
+
+            self.stderr.print(f"[yellow]warning:[/yellow] {escape(message)}", markup=True)
         else:
-            self.log.write(inert(f"warning: {_strip_markup(message)}") + "\n")
+            self.log.write(inert(f"warning: {message}") + "\n")
 
     def error(self, message: str, hint: str | None = None) -> None:
         if self.mode == "human":
