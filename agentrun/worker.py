@@ -95,7 +95,7 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
             # the files are checked out while the first model call is made: that call needs
             # none, and every tool call waits for them (AgentTask.files_ready)
             checkout.start(worktree)
-            start = checkout_snapshot(worktree)
+            start: Snapshot | None = checkout_snapshot(worktree)
         else:
             start = checkout_snapshot(worktree) if populate_worktree(worktree) else None
         if assignment.setup is not None:  # before any model call: a failure fails the batch
@@ -172,7 +172,8 @@ def set_up(assignment: Assignment, progress: _Progress) -> None:
 
 def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Progress,
                   provider: Any, sandbox: Sandbox, start: Snapshot | None = None,
-                  files_ready: Callable[[], None] | None = None):
+                  files_ready: Callable[[], None] | None = None
+                  ) -> tuple[AgentOutcome, str]:
     root = Path(assignment.project_root) if assignment.project_root else None
     agent = load_agent(assignment.agent, root)
     overrides = {k: v for k, v in {

@@ -18,6 +18,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from multiprocessing.context import ForkServerContext, SpawnContext
 from pathlib import Path
 from typing import Any
 
@@ -25,29 +26,31 @@ from agentrun import telemetry
 from agentrun.providers.catalog import preload_modules
 from agentrun.worker import process_main
 
-_CONTEXT = None
+Context = ForkServerContext | SpawnContext  # the start methods a worker process may use
+_CONTEXT: Context | None = None
 _CONTEXT_LOCK = threading.Lock()
 _AT_EXIT = False  # shut_down is registered to run at exit
 _STOPPED = threading.Event()  # shut_down was called since the last warm-up
 
 
-def _context(provider: str):
+def _context(provider: str) -> Context:
     """The forkserver context, with the worker code and this provider's SDK preloaded."""
     with _CONTEXT_LOCK:
         return _CONTEXT or _make_context(provider)
 
 
-def _make_context(provider: str):
+def _make_context(provider: str) -> Context:
     global _CONTEXT
     if _CONTEXT is None:
-        method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() \
-            else "spawn"
-        ctx = multiprocessing.get_context(method)
-        if method == "forkserver":
+        ctx: Context
+        if "forkserver" in multiprocessing.get_all_start_methods():
+            ctx = multiprocessing.get_context("forkserver")
             preload = ["agentrun.preload", *preload_modules(provider),
                        *telemetry.preload_modules(),  # tracing on: its SDK too
                        "agentrun.preload_clients"]  # what the SDK loads for a client
             ctx.set_forkserver_preload(preload)
+        else:
+            ctx = multiprocessing.get_context("spawn")
         _CONTEXT = ctx
     return _CONTEXT
 
