@@ -24,6 +24,13 @@ from agentrun.agent.results import AttemptOutcome
 from agentrun.agent.snapshots import Snapshot, restore_snapshot, take_snapshot
 from agentrun.agent.transcript import Redactor, Transcript, emit_safely
 from agentrun.core.errors import AgentrunError
+from agentrun.core.events import (
+    AttemptEndEvent,
+    AttemptEvent,
+    BaseEvent,
+    EventSink,
+    ValidationEvent,
+)
 from agentrun.core.results import Outcome
 from agentrun.core.status import Status, StopReason
 from agentrun.core.usage import Usage
@@ -53,7 +60,7 @@ class AgentOutcome(Outcome):
 
 def run_agent(task: AgentTask, provider: Provider, *, transcript: Transcript | None = None,
               cancel: threading.Event | None = None,
-              on_event: Callable[[dict[str, Any]], None] | None = None,
+              on_event: EventSink | None = None,
               clock: Callable[[], float] = time.monotonic,
               sleep: Callable[[float], None] | None = None,
               ask: Callable[[str], bool] | None = None,
@@ -71,7 +78,7 @@ def run_agent(task: AgentTask, provider: Provider, *, transcript: Transcript | N
 
 def run_attempts(task: AgentTask, executor: Executor, sandbox: Sandbox, *,
                  transcript: Transcript | None = None, cancel: threading.Event | None = None,
-                 on_event: Callable[[dict[str, Any]], None] | None = None,
+                 on_event: EventSink | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  allowance: Allowance | None = None) -> AgentOutcome:
     """Run `task` to an outcome with `executor`: attempts, validation (in `sandbox`), rollback
@@ -91,7 +98,7 @@ class _Run:
 
     def __init__(self, task: AgentTask, executor: Executor, sandbox: Sandbox, budget: Budget,
                  transcript: Transcript,
-                 on_event: Callable[[dict[str, Any]], None] | None) -> None:
+                 on_event: EventSink | None) -> None:
         self.task, self.executor, self.sandbox, self.budget = task, executor, sandbox, budget
         self.transcript, self.on_event = transcript, on_event
         self.worktree = Path(task.worktree)
@@ -123,10 +130,10 @@ class _Run:
                         stop_reason=result.stop_reason, error=result.error,
                         condition=condition, retry=retry, steps=result.steps,
                         self_reported=gave_up)
-            self.emit({"type": "attempt_end", "attempt": number, "status": result.status,
-                       "stop_reason": result.stop_reason, "retry": retry,
-                       "error": self.transcript.redactor.text(result.error)[:2000]
-                       if result.error else None})
+            self.emit(AttemptEndEvent(
+                attempt=number, status=result.status, stop_reason=result.stop_reason,
+                retry=retry, error=self.transcript.redactor.text(result.error)[:2000]
+                if result.error else None))
             if not retry or not self.rollback(result, snapshot):
                 break
             text = render("retry", {
@@ -147,8 +154,8 @@ class _Run:
         """One attempt, judged: (its outcome, the validation it got, its snapshot)."""
         self.record("attempt_start", attempt=number, max_attempts=max_attempts,
                     agent=self.task.agent.name, task=text)
-        self.emit({"type": "attempt", "attempt": number, "max_attempts": max_attempts,
-                   "agent": self.task.agent.name})
+        self.emit(AttemptEvent(attempt=number, max_attempts=max_attempts,
+                               agent=self.task.agent.name))
         snap: dict[str, Any] = {}
 
         def before_write() -> None:
@@ -192,8 +199,8 @@ class _Run:
         check = run_validation(self.sandbox, self.worktree, self.policy, command, timeout)
         self.record("validation", attempt=number, command=command, ok=check.ok,
                     condition=check.condition, output=tail(check.output))
-        self.emit({"type": "validation", "attempt": number, "ok": check.ok,
-                   "condition": check.condition, "started": round(started, 3)})
+        self.emit(ValidationEvent(attempt=number, ok=check.ok, condition=check.condition,
+                                  started=round(started, 3)))
         if not check.ok:
             result.status = Status.FAILED
             result.error = check.error
@@ -231,7 +238,7 @@ class _Run:
     def record(self, type: str, **data: Any) -> None:
         self.transcript.record(type, **data)
 
-    def emit(self, event: dict[str, Any]) -> None:
+    def emit(self, event: BaseEvent) -> None:
         """Progress for the live display (see `emit_safely`)."""
         emit_safely(self.on_event, event, self.transcript)
 

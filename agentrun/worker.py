@@ -9,7 +9,6 @@ attempts.py), commits what the agent left uncommitted, and derives files and com
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -28,6 +27,18 @@ from agentrun.agent.terminator import limits_for
 from agentrun.agent.transcript import Transcript
 from agentrun.attempts import AgentOutcome, run_attempts
 from agentrun.core.errors import AgentrunError, no_space
+from agentrun.core.events import (
+    BaseEvent,
+    DoneEvent,
+    EventSink,
+    SandboxEvent,
+    SetupDoneEvent,
+    SetupStartEvent,
+    SpawnEndEvent,
+    SpawnEvent,
+    StartEvent,
+    dumps,
+)
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import Status, StopReason
 from agentrun.executors import claude_code, codex
@@ -71,7 +82,7 @@ def worker_sandbox(assignment: Assignment, progress: _Progress) -> Sandbox | Age
                                        on_spawn=progress.spawned)
     except AgentrunError as exc:
         return exc
-    progress.emit({"type": "sandbox", "sandbox": choice.describe()})
+    progress.emit(SandboxEvent(sandbox=choice.describe()))
     return sandbox
 
 
@@ -123,7 +134,7 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
     discard_private_home()
     result.duration_s = round(time.monotonic() - started, 3)
     result.write(Path(assignment.result_path))
-    progress.emit({"type": "done", "status": result.status, "stop_reason": result.stop_reason})
+    progress.emit(DoneEvent(status=result.status, stop_reason=result.stop_reason))
     progress.close()
     return result
 
@@ -160,14 +171,14 @@ class BackgroundCheckout:
 def set_up(assignment: Assignment, progress: _Progress) -> None:
     """Make the worktree ready (worktree_setup.py); its output goes to the worker's record."""
     assert assignment.setup is not None
-    progress.emit({"type": "setup_start", "command": assignment.setup.command})
+    progress.emit(SetupStartEvent(command=assignment.setup.command))
     outcome = prepare_worktree(
         assignment.setup, Path(assignment.worktree), assignment.sandbox,
         CommandPolicy(env_allow=tuple(assignment.command_env)),
         Path(assignment.transcript_path or assignment.result_path).parent / LOG_NAME,
         on_spawn=progress.spawned)
-    progress.emit({"type": "setup_done", "duration_s": outcome.duration_s,
-                   "copied": outcome.copied})
+    progress.emit(SetupDoneEvent(duration_s=outcome.duration_s,
+                                  copied=tuple(outcome.copied)))
 
 
 def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Progress,
@@ -196,8 +207,8 @@ def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Pr
     transcript = Transcript(Path(assignment.transcript_path)
                             if assignment.transcript_path else None)
     executor, model = make_executor(assignment, provider, sandbox)
-    progress.emit({"type": "start", "groups": [g.id for g in assignment.groups],
-                   "model": model, "executor": assignment.executor})
+    progress.emit(StartEvent(groups=tuple(g.id for g in assignment.groups), model=model,
+                             executor=assignment.executor))
     allowance = None
     if assignment.allowance_path:  # the run's spending cap: this worker's share of it
         pricing = assignment.pricing or None
@@ -274,20 +285,20 @@ class _Progress:
     def __init__(self, path: str | None) -> None:
         self._fh = open(path, "a", encoding="utf-8", buffering=1) if path else None  # noqa: SIM115
         self._lock = threading.Lock()
-        self.listeners: list[Callable[[dict[str, Any]], None]] = []  # e.g. the worker's trace
+        self.listeners: list[EventSink] = []  # e.g. the worker's trace
 
-    def emit(self, event: dict[str, Any]) -> None:
-        stamped = {"t": round(time.time(), 3), **event}
-        line = json.dumps(stamped, default=str) + "\n"
+    def emit(self, event: BaseEvent) -> None:
+        line = dumps(event) + "\n"
         with self._lock:
             if self._fh is not None:
                 self._fh.write(line)
             for listener in self.listeners:
-                listener(stamped)
+                listener(event)
 
     def spawned(self, event: str, pgid: int) -> None:
-        """A command's process group started or ended ("spawn" / "spawn_end")."""
-        self.emit({"type": event, "pgid": pgid})
+        """A command's process group started or ended (the sandbox says "spawn" or
+        "spawn_end")."""
+        self.emit(SpawnEndEvent(pgid=pgid) if event == "spawn_end" else SpawnEvent(pgid=pgid))
 
     def close(self) -> None:
         with self._lock:

@@ -19,6 +19,7 @@ from agent_fixtures import (
 
 from agentrun.agent.transcript import Transcript
 from agentrun.attempts import run_agent
+from agentrun.core.events import BaseEvent, RateLimitedEvent
 from agentrun.tools.base import INVALID_ARGUMENTS
 
 
@@ -266,7 +267,7 @@ def test_stop_timeout_uses_the_wall_clock(tmp_path):
     now = [0.0]
 
     def each_step_takes_100s(event):
-        if event["type"] == "step":
+        if event.type == "step":
             now[0] += 100.0
 
     repo = make_repo(tmp_path)
@@ -304,7 +305,7 @@ def test_cancel_is_checked_before_every_tool_call(tmp_path):
 
     def on_event(event):
         seen.append(event)
-        if event["type"] == "step":
+        if event.type == "step":
             cancel.set()
 
     script = [turn(call("write_file", path="a.txt", content="a"),
@@ -316,7 +317,7 @@ def test_cancel_is_checked_before_every_tool_call(tmp_path):
     results = events(transcript, "tool_result")
     assert [r["content"] for r in results] == ["not executed: the run is stopping "
                                                "(interrupted)"] * 2
-    assert {"type": "step", "step": 1, "tool": "write_file"}.items() <= seen[1].items()
+    assert (seen[1].type, seen[1].step, seen[1].tool) == ("step", 1, "write_file")
 
 
 def test_stop_error_after_infrastructure_retries_with_backoff(tmp_path):
@@ -343,18 +344,18 @@ def test_a_wait_longer_than_agentrun_waits_stops_at_once_as_rate_limited(tmp_pat
              "storm": [{"fault": "rate_limit", "retry_after": 0.5, "repeat": 9}]}
     for name, script in cases.items():
         delays: list[float] = []
-        seen: list[dict] = []
+        seen: list[BaseEvent] = []
         outcome, provider, _, _ = run(tmp_path / name, script, infra_retries=2,
                                       sleep=no_sleep(delays), on_event=seen.append)
         assert (outcome.status, outcome.stop_reason) == ("failed", "rate_limited"), name
         assert outcome.steps == 0
-        stops = [e for e in seen if e["type"] == "rate_limited"]
-        assert len(stops) == 1 and stops[0]["error"] == outcome.error
+        stops = [e for e in seen if isinstance(e, RateLimitedEvent)]
+        assert len(stops) == 1 and stops[0].error == outcome.error
         assert outcome.error.endswith("stopped, continue later with --resume")
         if name == "hour":
             assert delays == [] and len(provider.requests) == 1
             assert "the server asks to wait 3600 s, longer than agentrun waits (60 s)" in \
-                outcome.error and stops[0]["wait_s"] == 3600
+                outcome.error and stops[0].wait_s == 3600
         if name == "busy":
             assert "overloaded (529)" in outcome.error and delays == []
         if name == "storm":
@@ -393,15 +394,15 @@ def test_on_event_reports_attempts_and_steps(tmp_path):
     seen = []
     outcome, *_ = run(tmp_path, [turn(call("list_files")), turn(submit())],
                       on_event=seen.append)
-    kinds = [e["type"] for e in seen]
+    kinds = [e.type for e in seen]
     assert kinds == ["attempt", "step", "tool", "step", "tool", "attempt_end"]
     steps, tools = seen[1::2][:2], seen[2::2][:2]
-    assert [s["tool"] for s in steps] == ["list_files", "submit_result"]
-    assert steps[1]["tokens"] == outcome.usage.total
+    assert [s.tool for s in steps] == ["list_files", "submit_result"]
+    assert steps[1].tokens == outcome.usage.total
     # each model call says when it began, each tool call when it began and how it ended
-    assert steps[0]["started"] <= tools[0]["started"] <= steps[1]["started"]
-    assert [(t["name"], t["error"]) for t in tools] == [("list_files", False),
-                                                        ("submit_result", False)]
+    assert steps[0].started <= tools[0].started <= steps[1].started
+    assert [(t.name, t.error) for t in tools] == [("list_files", False),
+                                                  ("submit_result", False)]
 
 
 def test_a_broken_progress_display_does_not_stop_the_agent(tmp_path):

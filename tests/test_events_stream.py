@@ -15,6 +15,7 @@ from test_review_cli import met, review_turn
 
 from agentrun.cli.live import BASE_CHECK, LiveProgress, PlainProgress
 from agentrun.cli.output import Output
+from agentrun.core import events as ev
 
 GROUPS = [("G1", [], "one.txt"), ("G2", [], "two.txt")]
 REVIEW = {**review_turn([met(1, "one.txt:1, two.txt:1"), met(2, "git diff --stat")]),
@@ -61,7 +62,7 @@ def test_the_event_stream_is_json_only_and_ends_with_how_the_run_ended(tmp_path)
     out._stderr = Console(file=screen, force_terminal=True, width=140)
     with LiveProgress(out) as live:
         for event in events:
-            live(event)
+            live(ev.parse(json.dumps(event)))  # the same objects the run emitted
             if event["type"] == "review_step" and event["step"] == 1:  # counted as it goes
                 assert live.phase == "Review" and live.rows["review"].tokens == 2050
     assert [live.rows[name].state for name in (BASE_CHECK, "check 1", "review")] == \
@@ -85,11 +86,11 @@ def test_the_event_stream_is_json_only_and_ends_with_how_the_run_ended(tmp_path)
 
 def test_plain_progress_names_the_phases(capsys):
     progress = PlainProgress(Output("plain"))
-    for event in [{"type": "integration_step", "wave": "1", "check": 2, "groups": ["G2"]},
-                  {"type": "integration_failed", "wave": "1", "culprits": [["G2"]]},
-                  {"type": "review_done", "result": "CHANGES_REQUESTED", "version": 2,
-                   "tokens": 1500, "cost_usd": 0.25},
-                  {"type": "review_step", "step": 3, "tokens": 900}]:
+    for event in [ev.IntegrationStepEvent(wave="1", check=2, groups=("G2",)),
+                  ev.IntegrationFailedEvent(wave="1", culprits=(("G2",),)),
+                  ev.ReviewDoneEvent(result="CHANGES_REQUESTED", version=2, tokens=1500,
+                                     cost_usd=0.25),
+                  ev.ReviewStepEvent(step=3, tokens=900)]:
         progress(event)
     err = capsys.readouterr().err.splitlines()
     assert [line.split(" ", 1)[1] for line in err] == [

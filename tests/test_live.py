@@ -4,24 +4,28 @@ from __future__ import annotations
 
 import io
 
+from eventkit import kind, sample
 from rich.console import Console
 
+from agentrun.cli import live
 from agentrun.cli.live import LiveProgress, PlainProgress
 from agentrun.cli.output import Output
+from agentrun.core import events as ev
 
 EVENTS = [
-    {"type": "run_start", "run_id": "r1", "spec": "SPEC-1", "mode": "orchestrated", "waves": 2},
-    {"type": "wave_start", "wave": "1", "number": 1, "batches": ["G1", "G2"]},
-    {"type": "worker_start", "batch": "G1", "groups": ["G1"], "worktree": "/wt/G1"},
-    {"type": "worker_start", "batch": "G2", "groups": ["G2"], "worktree": "/wt/G2"},
-    {"type": "agent_step", "batch": "G1", "step": 3, "tool": "write_file", "tokens": 4200},
-    {"type": "worker_result", "batch": "G1", "groups": ["G1"], "status": "complete",
-     "error": None, "commits": 1, "tokens": 5000, "cost_usd": 0.0123},
-    {"type": "worker_timeout", "batch": "G2", "timeout_s": 30},
-    {"type": "worker_result", "batch": "G2", "groups": ["G2"], "status": "failed",
-     "error": "worker exceeded its timeout", "commits": 0, "tokens": 10, "cost_usd": None},
-    {"type": "merged", "batch": "G1", "commit": "abcdef123456"},
-    {"type": "wave_done", "wave": "1", "failed": ["G2"]},
+    ev.RunStartEvent(run_id="r1", spec="SPEC-1", mode="orchestrated", waves=2, run_dir="/r"),
+    ev.WaveStartEvent(wave="1", number=1, batches=["G1", "G2"]),
+    ev.WorkerStartEvent(batch="G1", groups=["G1"], worktree="/wt/G1", branch="b1"),
+    ev.WorkerStartEvent(batch="G2", groups=["G2"], worktree="/wt/G2", branch="b2"),
+    ev.AgentStepEvent(batch="G1", step=3, tool="write_file", tokens=4200),
+    ev.WorkerResultEvent(batch="G1", groups=["G1"], status="complete", error=None, commits=1,
+                         tokens=5000, cost_usd=0.0123),
+    ev.WorkerTimeoutEvent(batch="G2", timeout_s=30),
+    ev.WorkerResultEvent(batch="G2", groups=["G2"], status="failed",
+                         error="worker exceeded its timeout", commits=0, tokens=10,
+                         cost_usd=None),
+    ev.MergedEvent(batch="G1", commit="abcdef123456", started=1.0),
+    ev.WaveDoneEvent(wave="1", failed=["G2"]),
 ]
 
 
@@ -51,8 +55,8 @@ def test_live_table_tracks_each_worker():
             progress(event)
     assert progress.rows["G1"].state == "merged" and progress.rows["G1"].cost == 0.0123
     assert progress.rows["G2"].state == "failed"
-    progress({"type": "worker_result", "batch": "G2", "status": "failed",
-              "stop_reason": "refusal", "tokens": 10, "cost_usd": None})
+    progress(ev.WorkerResultEvent(batch="G2", groups=["G2"], status="failed", commits=0,
+                                  stop_reason="refusal", tokens=10, cost_usd=None))
     assert progress.rows["G2"].state == "failed (refusal)"
     assert progress.waves_done == 1
     screen = buffer.getvalue()
@@ -63,26 +67,61 @@ def test_cost_accrues_from_progress_and_totals_cover_the_run():
     out = Output("human")
     buffer = io.StringIO()
     out._stderr = Console(file=buffer, force_terminal=True, width=160)
-    usage = {"input_tokens": 1_000_000, "output_tokens": 0, "cache_read_tokens": 0,
-             "cache_write_tokens": 0}
+    usage = ev.UsageCounts(input_tokens=1_000_000)
     with LiveProgress(out, {"my-model": {"input": 2.0, "output": 8.0}}) as progress:
-        progress({"type": "run_start", "run_id": "r", "spec": "S", "mode": "orchestrated",
-                  "waves": 1})
-        progress({"type": "wave_start", "wave": "1", "number": 1,
-                  "batches": ["G1", "G2", "G3"]})
-        progress({"type": "worker_start", "batch": "G1", "groups": ["G1"], "worktree": "/w"})
+        progress(ev.RunStartEvent(run_id="r", spec="S", mode="orchestrated", waves=1,
+                                  run_dir="/r"))
+        progress(ev.WaveStartEvent(wave="1", number=1, batches=["G1", "G2", "G3"]))
+        progress(ev.WorkerStartEvent(batch="G1", groups=["G1"], worktree="/w", branch="b"))
         # under --max-parallel 1 the other two wait, listed as queued, costing nothing yet
         assert [r.state for r in progress.rows.values()] == ["starting", "queued", "queued"]
-        progress({"type": "agent_start", "batch": "G1", "model": "my-model"})
-        progress({"type": "agent_step", "batch": "G1", "step": 1, "tokens": 1_000_000,
-                  "worker_usage": usage, "tool": "read_file"})
+        progress(ev.AgentStartEvent(batch="G1", groups=["G1"], model="my-model",
+                                    executor="builtin"))
+        progress(ev.AgentStepEvent(batch="G1", step=1, tokens=1_000_000, worker_usage=usage,
+                                   tool="read_file"))
         assert progress.rows["G1"].cost == 2.0  # priced while the worker still runs
         tokens, cost, unknown, _elapsed = progress.totals()
         assert (tokens, cost, unknown) == (1_000_000, 2.0, False)
-        progress({"type": "worker_start", "batch": "G2", "groups": ["G2"], "worktree": "/w"})
-        progress({"type": "agent_step", "batch": "G2", "step": 1, "tokens": 500,
-                  "worker_usage": {"input_tokens": 500}, "tool": "ls"})  # model not known: no price
+        progress(ev.WorkerStartEvent(batch="G2", groups=["G2"], worktree="/w", branch="b"))
+        progress(ev.AgentStepEvent(batch="G2", step=1, tokens=500, tool="ls",  # no model known:
+                                   worker_usage=ev.UsageCounts(input_tokens=500)))  # no price
         assert progress.totals()[:3] == (1_000_500, 2.0, True)
     screen = buffer.getvalue()
     assert "queued" in screen and "1,000,500 tokens" in screen
     assert "$2.0000+ (some prices unknown)" in screen
+
+
+def _seen(progress) -> tuple:
+    """What a person could see change: the phase, the totals, each row (a new row too)."""
+    return (progress.phase, progress.waves_total, progress.waves_done, progress.reviews,
+            {name: (id(r), r.state, r.step, r.tool, r.tokens, r.cost, r.model, r.ended)
+             for name, r in progress.rows.items()})
+
+
+def test_the_display_dispatches_every_event_type_by_its_class(capsys):
+    """Each event type the run emits is shown (it changes the table, or has a log line) or
+    left out on purpose (`IGNORED`); each that the display claims does what it claims."""
+    streamed = {c for c in ev.event_classes() if c not in ev.RELAYED}  # a worker's: relayed
+    handled, lines = set(live._HANDLERS), set(live._LINES)
+    assert handled | lines | live.IGNORED == streamed
+    assert not (handled | lines) & live.IGNORED
+    batch, wave = sample(ev.WorkerStartEvent).batch, sample(ev.IntegrationStartEvent).wave
+    for cls in sorted(streamed, key=kind):
+        event = sample(cls)
+        out = Output("human")
+        out._stderr = Console(file=io.StringIO(), force_terminal=True, width=200)
+        with LiveProgress(out) as progress:
+            for before in (ev.WorkerStartEvent(batch=batch, groups=[batch], worktree="/w",
+                                               branch="b"),
+                           ev.IntegrationStartEvent(wave=wave, command="make", commit="c"),
+                           ev.BaseCheckStartEvent(command="make", commit="c"),
+                           ev.ReviewStartEvent(spec="S", model="m", provider="p")):
+                progress(before)
+            seen = _seen(progress)
+            progress(event)
+            assert (_seen(progress) != seen) == (cls in handled), kind(cls)
+        plain = PlainProgress(Output("plain"))
+        plain(event)
+        said = capsys.readouterr().err
+        assert bool(said.strip()) == (cls in lines), kind(cls)
+        assert (live.describe(event) is not None) == (cls in lines)

@@ -178,22 +178,35 @@ def test_a_run_writes_a_self_contained_report_with_every_part(tmp_path):
 
 
 def test_a_record_of_garbage_and_wrong_types_still_makes_a_page(tmp_path):
+    """A line that is not exactly an event (not JSON, a field missing or of the wrong type)
+    is skipped; the good lines around it are drawn."""
     run_dir = tmp_path / "20260101-000000-abcd"
     workers = tmp_path / "control" / "workers" / "G1"
     workers.mkdir(parents=True)
     run_dir.mkdir()
     lines = ["not json", json.dumps([1, 2]),
              json.dumps({"type": "worker_start", "batch": "G1", "t": 10.0}),
+             json.dumps({"v": 1, "type": "worker_start", "batch": "G1", "groups": ["G1"],
+                         "worktree": "/w", "branch": "b", "t": 10.0}),
              json.dumps({"type": "review_done", "t": "soon", "findings": ["x", {"file": 3}],
                          "criteria": "none", "version": "two"}),
-             json.dumps({"type": "merged", "batch": {"a": 1}, "t": 12.0, "started": None})]
+             json.dumps({"type": "merged", "batch": {"a": 1}, "t": 12.0, "started": None}),
+             json.dumps({"v": 1, "type": "merged", "batch": "G1", "commit": None, "t": 12.5,
+                         "started": 12.2})]
     (run_dir / "events.ndjson").write_text("\n".join(lines) + "\n")
     (workers / "progress.ndjson").write_text("\n".join([
         json.dumps({"type": "attempt", "attempt": "1", "t": 10.5}),
+        json.dumps({"v": 1, "type": "attempt", "attempt": 1, "max_attempts": 1,
+                    "agent": "worker", "t": 10.5}),
         json.dumps({"type": "step", "t": 11.0, "started": 10.6, "usage": "many"}),
-        json.dumps({"type": "tool", "t": 11.2, "started": "then", "name": XSS}),
+        json.dumps({"v": 1, "type": "step", "t": 11.1, "started": 10.7, "tool": None}),
+        json.dumps({"type": "tool", "t": 11.2, "started": "then", "name": "garbage"}),
+        json.dumps({"v": 1, "type": "tool", "t": 11.3, "started": 11.2, "name": XSS}),
         '{"type": "attempt_end", "attempt": 1, "t": 11.5, "status": "fail']) + "\n")
     path = html.write_report(run_dir, tmp_path / "control")
-    page = Page(path.read_text())
+    text = path.read_text()
+    page = Page(text)
     assert page.sections[0] == "plan" and not [t for t, _ in page.tags if t == "script"]
-    assert len(page.of("model")) == 1 and page.of("merge")
+    assert len(page.of("model")) == 1 and len(page.of("merge")) == 1
+    assert page.of("tool") == [f"{XSS} · 0.1 s"] and XSS not in text
+    assert "garbage" not in text

@@ -8,6 +8,7 @@ from pathlib import Path
 from gitutil import head, run_git, status
 from runkit import make_project, spec_text
 
+from agentrun.core.events import BaseEvent, KeptWorktreeEvent
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import Status
 from agentrun.plan import Batch
@@ -29,7 +30,7 @@ class Landing:
             files={"shared.txt": "base\n"})
         self.base = head(self.root)
         self.worktrees = tmp_path / "worktrees"
-        self.events: list[dict] = []
+        self.events: list[BaseEvent] = []
         spec = load_spec(self.root / ".specflow" / "specs" / f"{SPEC_ID}.md")
         self.state = RunState(run_id="r1", spec_id=SPEC_ID, spec_path="s.md",
                               mode="orchestrated", base_commit=self.base,
@@ -72,7 +73,7 @@ def test_branches_land_in_group_order_whatever_order_they_finish(tmp_path):
     assert (t.root / "b.txt").read_text() == "two\n"
     assert [b.id for b in landing.finish(results)] == ["G1", "G2"]
     assert all(t.state.groups[g].merge_commit for g in ("G1", "G2"))
-    assert [e["type"] for e in t.events] == ["merged", "merged"]
+    assert [e.type for e in t.events] == ["merged", "merged"]
 
 
 def test_a_conflicting_branch_fails_its_group_and_leaves_the_target_clean(tmp_path):
@@ -91,7 +92,7 @@ def test_a_conflicting_branch_fails_its_group_and_leaves_the_target_clean(tmp_pa
     g2 = t.state.groups["G2"]
     assert g2.status == Status.FAILED
     assert g2.error == "merge conflict in shared.txt"
-    assert [e["type"] for e in t.events] == ["merged", "merge_conflict", "kept_worktree"]
+    assert [e.type for e in t.events] == ["merged", "merge_conflict", "kept_worktree"]
 
 
 def test_a_landed_worktree_is_removed_and_a_failed_one_kept(tmp_path):
@@ -112,8 +113,9 @@ def test_a_landed_worktree_is_removed_and_a_failed_one_kept(tmp_path):
     assert (t.worktrees / "G2" / "b.txt").read_text() == "half\n"
     assert t.state.groups["G2"].worktree == str(t.worktrees / "G2")
     assert not (t.root / "b.txt").exists()  # failed work is not merged
-    assert t.events[-1] == {**t.events[-1], "type": "kept_worktree", "batch": "G2",
-                            "branch": f"agentrun/{SPEC_ID}/r1/G2"}
+    kept = t.events[-1]
+    assert isinstance(kept, KeptWorktreeEvent) and kept.batch == "G2"
+    assert kept.branch == f"agentrun/{SPEC_ID}/r1/G2"
 
 
 def test_without_a_check_of_the_wave_a_worktree_goes_as_its_work_lands(tmp_path):
@@ -132,7 +134,7 @@ def test_without_a_check_of_the_wave_a_worktree_goes_as_its_work_lands(tmp_path)
     landing.clean_up()
     t.lander.settle()
     assert not (t.worktrees / "G2").exists() and (t.root / "b.txt").read_text() == "two\n"
-    assert [e["type"] for e in t.events] == ["merged", "merged"]
+    assert [e.type for e in t.events] == ["merged", "merged"]
 
 
 def landed_ids(batches: list[Batch]) -> list[str]:

@@ -8,6 +8,7 @@ import json
 from gitutil import run_git, status
 from runkit import make_project, spec_text, submit, writes
 
+from agentrun.core.events import BaseEvent
 from agentrun.core.status import RunStatus, Status
 from agentrun.plan import build_plan
 from agentrun.project import Project
@@ -26,7 +27,7 @@ def orchestrator(tmp_path, script, **options):
     spec = load_spec(root / ".specflow/specs/SPEC-O.md")
     provider = ProviderSettings(provider="scripted", model="scripted",
                                 script=str(root / ".specflow/script.yaml"))
-    events: list[dict] = []
+    events: list[BaseEvent] = []
     orch = Orchestrator(project, spec, build_plan(spec, mode="orchestrated"),
                         RunOptions(provider=provider, use_processes=False,
                                    limits=WorkerLimits(max_retries=0), **options),
@@ -61,7 +62,7 @@ def test_a_failed_group_blocks_its_dependent_and_keeps_its_worktree(tmp_path):
     saved = json.loads(orch.state_file.read_text())
     assert saved["status"] == "partial"
     assert "Failed (Wave 1)" in (orch.root / ".specflow/STATE.md").read_text()
-    types = [e["type"] for e in events]
+    types = [e.type for e in events]
     assert types[0] == "run_start" and types[-1] == "run_done"
     assert "blocked" in types and "kept_worktree" in types
     recorded = (orch.run_dir / "events.ndjson").read_text().splitlines()

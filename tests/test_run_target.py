@@ -15,6 +15,7 @@ from clirun import agentrun, finish, start
 from gitutil import commit_files, head, init_repo, run_git
 from runkit import make_project, scripted, spec_text, writes
 
+from agentrun.core.events import BaseEvent
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import Status, StopReason
 from agentrun.project import Project
@@ -100,7 +101,7 @@ class Repo:
     def __init__(self, tmp_path: Path) -> None:
         self.root = init_repo(tmp_path / "r")
         self.base = head(self.root)
-        self.events: list[dict] = []
+        self.events: list[BaseEvent] = []
         self.state = RunState(run_id="r1", spec_id="SPEC-T", spec_path="s.md",
                               mode="orchestrated", base_commit=self.base,
                               target_branch="main", started="now", target_head=self.base)

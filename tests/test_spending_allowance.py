@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 from agentrun.agent.allowance import Allowance, Grant
+from agentrun.core import events as ev
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import Status, StopReason
 from agentrun.core.usage import Usage
@@ -32,7 +33,7 @@ class Handle:
 
 
 def test_running_workers_never_spend_more_than_the_cap_and_a_call_each(tmp_path):
-    events: list[dict] = []
+    events: list[ev.BaseEvent] = []
     spending = Spending(10.0, "m", PRICING, events.append)
     names = ["A", "B", "C"]
     for name in names:
@@ -42,7 +43,8 @@ def test_running_workers_never_spend_more_than_the_cap_and_a_call_each(tmp_path)
     unseen: list[str] = []  # calls made, not yet relayed to the run
     for _ in range(200):  # rounds: every worker that may call does; the run sees last round's
         for event in unseen:
-            spending.observe({"type": "agent_step", "batch": event, "usage": CALL.to_dict()})
+            spending.observe(ev.AgentStepEvent(batch=event,
+                                               usage=ev.UsageCounts(**CALL.to_dict())))
         unseen = []
         spending.tend(handles)
         for name in names:
@@ -57,7 +59,7 @@ def test_running_workers_never_spend_more_than_the_cap_and_a_call_each(tmp_path)
             break
     assert spending.reached and sum(own.values()) <= 10 + len(names)
     assert sum(own.values()) >= 10
-    assert {e["batch"] for e in events if e["type"] == "cost_stop"} == set(names)
+    assert {e.batch for e in events if isinstance(e, ev.CostStopEvent)} == set(names)
     # every worker spent: the allowances were shared, not handed to the first one
     assert all(n >= 2 for n in own.values()), own
 

@@ -19,6 +19,7 @@ from test_review_cli import met, review_turn
 from test_run_anthropic import API_KEY, SPEC, USAGE, GroupModel, make_project
 
 from agentrun import telemetry
+from agentrun.core import events as ev
 
 GROUPS = [("G1", [], "src/alpha.py"), ("G2", [], "src/beta.py"),
           ("G3", ["G1"], "src/gamma.py")]
@@ -136,16 +137,16 @@ def test_a_collector_that_never_answers_costs_a_bounded_wait_and_one_warning(mon
         worker = telemetry.worker_trace(parent, batch="G1", provider="anthropic",
                                         model=MODEL, executor="builtin")
         assert worker is not None
-        events = [{"type": "attempt", "attempt": 1, "t": now},
-                  {"type": "step", "started": now, "t": now + 0.1, "usage": USAGE},
-                  {"type": "attempt_end", "attempt": 1, "status": "complete", "t": now + 0.2}]
+        events = [ev.AttemptEvent(attempt=1, max_attempts=1, agent="worker", t=now),
+                  ev.StepEvent(started=now, t=now + 0.1, usage=ev.UsageCounts(**USAGE)),
+                  ev.AttemptEndEvent(attempt=1, status="complete", t=now + 0.2)]
         for event in events:
             worker.on_event(event)
         started = time.monotonic()
-        worker.on_event({"type": "done", "t": now + 0.3})  # the worker's end: bounded
-        trace.on_event({"type": "worker_result", "batch": "G1", "status": "complete",
-                        "t": now + 0.4})
-        trace.on_event({"type": "run_done", "status": "complete", "t": now + 0.5})
+        worker.on_event(ev.DoneEvent(status="complete", t=now + 0.3))  # the worker's end: bounded
+        trace.on_event(ev.WorkerResultEvent(batch="G1", groups=("G1",), status="complete",
+                                            commits=1, tokens=0, t=now + 0.4))
+        trace.on_event(ev.RunDoneEvent(status="complete", t=now + 0.5))
         waited = time.monotonic() - started
         time.sleep(0.5)  # the exports hang in their threads; nobody waits for them
         assert waited < export.WORKER_FLUSH_S + export.FLUSH_S + 1.0

@@ -26,6 +26,7 @@ from test_kill_resume import kill_run
 from test_run_orchestrator import orchestrator
 
 import agentrun as package
+from agentrun.core.events import RunDoneEvent
 from agentrun.core.status import RunStatus, Status
 from agentrun.removal import remove_tree
 from agentrun.run.session import cancel_on_signals
@@ -141,7 +142,13 @@ def test_an_error_mid_run_leaves_the_run_recorded_as_interrupted(tmp_path):
         assert state["groups"]["G3"]["status"] == Status.INTERRUPTED
     assert "interrupted" in (orch.root / ".specflow/STATE.md").read_text()
     assert (orch.root / "a.txt").read_text() == "one\n"
-    assert events[-1]["type"] == "run_done" and events[-1]["status"] == "interrupted"
+    end = events[-1]
+    assert isinstance(end, RunDoneEvent) and end.status == "interrupted"
+    assert end.error is not None and end.error.type == "RuntimeError"
+    assert end.error.message == "stopped: internal error: RuntimeError: the terminal went away"
+    recorded = json.loads((orch.run_dir / "events.ndjson").read_text().splitlines()[-1])
+    assert recorded["error"] == {"type": "RuntimeError", "message": end.error.message,
+                                 "hint": None}
 
 
 def test_a_hangup_interrupts_the_run_like_an_interrupt(tmp_path):

@@ -49,7 +49,7 @@ def test_commands_and_validation_are_reported_as_spawn_events(tmp_path):
     assert spawns[:2] == [("spawn", shell), ("spawn_end", shell)]
     assert spawns[2][0] == "spawn" and spawns[3] == ("spawn_end", spawns[2][1])
     assert set(next(e for e in progress(tmp_path) if e["type"] == "spawn")) == \
-        {"t", "type", "pgid"}
+        {"v", "t", "type", "pgid"}
 
 
 def start_worker(path: str) -> subprocess.Popen:

@@ -35,6 +35,7 @@ from agentrun.agent.subagent import ALWAYS_TOOLS, LoopHooks
 from agentrun.agent.terminator import stop_message
 from agentrun.agent.transcript import truncate
 from agentrun.core.errors import Interrupted
+from agentrun.core.events import StepEvent, ToolEvent, TruncatedEvent, UsageCounts
 from agentrun.core.status import Status, StopReason
 from agentrun.providers.base import Message, Request, ToolCall, Turn
 from agentrun.providers.errors import ProviderError
@@ -160,11 +161,12 @@ class Conversation:
                     tool_calls=[_call_dict(c) for c in turn.tool_calls],
                     stop_reason=turn.stop_reason, usage=turn.usage.to_dict(),
                     cumulative_tokens=cumulative)
-        self.rt.emit({"type": "step", "step": self.steps, "tokens": cumulative,
-                      "usage": turn.usage.to_dict(),  # the turn's: the run's spending sums it
-                      "worker_usage": self.rt.tracker.usage.to_dict(),  # the display prices it
-                      "tool": turn.tool_calls[0].name if turn.tool_calls else None,
-                      "started": round(started, 3), **self.where})
+        self.rt.emit(StepEvent(
+            step=self.steps, tokens=cumulative,
+            usage=UsageCounts(**turn.usage.to_dict()),  # the turn's: the run's spending sums it
+            worker_usage=UsageCounts(**self.rt.tracker.usage.to_dict()),  # the display prices it
+            tool=turn.tool_calls[0].name if turn.tool_calls else None,
+            started=round(started, 3), **self.where))
         if turn.text.strip():
             self.last_thought = turn.text.strip()
         return turn
@@ -179,8 +181,8 @@ class Conversation:
             started = time.time()
             result = self.execute(call)
             if not (result.data and result.data.get("skipped")):  # a call that ran: its span
-                self.rt.emit({"type": "tool", "name": call.name, "started": round(started, 3),
-                              "error": result.is_error, **self.where})
+                self.rt.emit(ToolEvent(name=call.name, started=round(started, 3),
+                                       error=result.is_error, **self.where))
             self.messages.append(Message(role="tool", content=result.content, name=call.name,
                                          tool_call_id=call.id, is_error=result.is_error))
             self.record("tool_result", id=call.id, name=call.name, is_error=result.is_error,
@@ -256,8 +258,7 @@ class Conversation:
         where = f"mid tool call `{cut}`" if cut else "mid text"
         self.record("truncated", n=self.truncations, where=where,
                     calls=[c.name for c in turn.tool_calls])
-        self.rt.emit({"type": "truncated", "n": self.truncations, "where": where,
-                      **self.where})
+        self.rt.emit(TruncatedEvent(n=self.truncations, where=where, **self.where))
         if self.truncations >= MAX_TRUNCATIONS:
             return self.stop("truncated", error=(
                 f"the model's reply was cut off at the output limit {self.truncations} times "

@@ -21,6 +21,7 @@ from typing import Any
 
 from agentrun.agent.classifier import is_infrastructure
 from agentrun.agent.runtime import Runtime
+from agentrun.core.events import RateLimitedEvent
 from agentrun.providers.base import Request, Turn
 from agentrun.providers.errors import Overloaded, ProviderError, RateLimited
 
@@ -90,7 +91,7 @@ def _limited(rt: Runtime, exc: ProviderError, why: str, where: dict[str, Any],
     """The attempt stops on a rate limit; the run learns of it from the progress event."""
     error = f"{exc.message}; {why}: stopped, continue later with --resume"
     rt.record("rate_limited", error=error, **extra, **where)
-    rt.emit({"type": "rate_limited", "error": error, **extra, **where})
+    rt.emit(RateLimitedEvent(error=error, **extra, **where))
     return Stopped("rate_limited", error)
 
 

@@ -13,6 +13,7 @@ from agentrun.agent.budget import TokenTracker
 from agentrun.agent.interaction import ask_yes_no
 from agentrun.agent.terminator import Limits, Terminator
 from agentrun.agent.transcript import Transcript, emit_safely
+from agentrun.core.events import BaseEvent, EventSink
 from agentrun.providers.base import Provider
 from agentrun.sandbox.base import Sandbox
 from agentrun.tools.base import CommandPolicy
@@ -32,7 +33,7 @@ class Runtime:
     project_root: Path | None = None
     policy: CommandPolicy = field(default_factory=CommandPolicy)
     interactive: bool = False
-    on_event: Callable[[dict[str, Any]], None] | None = None
+    on_event: EventSink | None = None
     sleep: Callable[[float], None] | None = None
     ask: Callable[[str], bool] | None = None
     # asked before every model call: None to go ahead, else the stop reason (the spending cap)
@@ -43,7 +44,7 @@ class Runtime:
     def record(self, type: str, **data: Any) -> None:
         self.transcript.record(type, **data)
 
-    def emit(self, event: dict[str, Any]) -> None:
+    def emit(self, event: BaseEvent) -> None:
         """Progress for the live display (see `emit_safely`)."""
         emit_safely(self.on_event, event, self.transcript)
 

@@ -12,10 +12,11 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agentrun.core.events import BaseEvent, EventSink
 from agentrun.project import user_settings
 from agentrun.providers.urls import url_secrets
 from agentrun.tools import environment
@@ -134,7 +135,7 @@ def _clip(value: Any) -> Any:
     return value
 
 
-def emit_safely(on_event: Callable[[dict[str, Any]], None] | None, event: dict[str, Any],
+def emit_safely(on_event: EventSink | None, event: BaseEvent,
                 transcript: Transcript) -> None:
     """Pass a progress event to the live display; a broken display must not break the work
     (its error goes to the transcript)."""

@@ -4,16 +4,15 @@ job summary and annotations."""
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
-import time
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentrun.core.errors import BadInput
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the event classes load with the run: `--help` does not need pydantic
+    from agentrun.core.events import BaseEvent
     from agentrun.report.execution_state import RunState
     from agentrun.spec.model import Spec
 
@@ -23,9 +22,6 @@ EVENTS_HELP = ("Stream every run event as one JSON line, flushed as it happens, 
                "run_done event saying how the run ended. Schema: docs/events.md.")
 JUNIT_HELP = ("Write a JUnit XML report to FILE: one test case per task group (failed → "
               "failure, blocked → skipped).")
-
-Event = dict[str, Any]
-
 
 class EventStream:
     """Writes each event as an NDJSON line to its target (none: writes nothing), then passes
@@ -39,7 +35,7 @@ class EventStream:
     def __init__(self, target: str | None, out=None) -> None:
         self.target = target
         self.out = out
-        self.forward: Callable[[Event], None] = lambda event: None
+        self.forward: Callable[[BaseEvent], None] = lambda event: None
         self.ended = False
         self.broken = False
         self._close = False
@@ -57,17 +53,19 @@ class EventStream:
                 from None
         self._close = True
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, event: BaseEvent) -> None:
         self.write(event)
         self.forward(event)
 
-    def write(self, event: Event) -> None:
-        if event.get("type") == "run_done":
+    def write(self, event: BaseEvent) -> None:
+        from agentrun.core.events import RunDoneEvent, dumps
+
+        if isinstance(event, RunDoneEvent):
             self.ended = True
         if self._fh is None or self.broken:
             return
         try:
-            self._fh.write(json.dumps(event, default=str, ensure_ascii=False) + "\n")
+            self._fh.write(dumps(event) + "\n")
             self._fh.flush()
         except (OSError, ValueError) as exc:
             self.broken = True
@@ -80,16 +78,14 @@ class EventStream:
             return
         from agentrun.cli.failures import user_error
         from agentrun.core.errors import EXIT_INTERRUPTED, Interrupted
-        from agentrun.run.record import EVENTS_VERSION
+        from agentrun.core.events import ErrorInfo, RunDoneEvent
 
-        event: Event = {"v": EVENTS_VERSION, "t": round(time.time(), 3), "type": "run_done"}
         if isinstance(exc, KeyboardInterrupt | Interrupted) or type(exc).__name__ == "Abort":
-            event.update(status="interrupted", exit_code=EXIT_INTERRUPTED)
+            event = RunDoneEvent(status="interrupted", exit_code=EXIT_INTERRUPTED)
         elif isinstance(exc, Exception):
             error = user_error(exc)
-            event.update(status="error", exit_code=error.exit_code,
-                         error={"type": type(error).__name__, "message": error.message,
-                                "hint": error.hint})
+            event = RunDoneEvent(status="error", exit_code=error.exit_code, error=ErrorInfo(
+                type=type(error).__name__, message=error.message, hint=error.hint))
         else:
             return
         self.write(event)
@@ -101,8 +97,8 @@ class EventStream:
 
 
 @contextlib.contextmanager
-def event_stream(target: str | None, forward: Callable[[Event], None] | None = None, out=None
-                 ) -> Iterator[EventStream]:
+def event_stream(target: str | None, forward: Callable[[BaseEvent], None] | None = None,
+                 out=None) -> Iterator[EventStream]:
     """An `EventStream` to `target` for the length of the block, which ends with a
     `run_done` event even when the block raises."""
     stream = EventStream(target, out)

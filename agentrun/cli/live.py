@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,64 @@ from rich.markup import escape
 from agentrun.agent.interaction import screen_held_by
 from agentrun.cli.output import Output
 from agentrun.core.errors import BadInput
+from agentrun.core.events import (
+    AdoptedEvent,
+    AgentAttemptEndEvent,
+    AgentAttemptEvent,
+    AgentDoneEvent,
+    AgentRateLimitedEvent,
+    AgentSandboxEvent,
+    AgentSetupDoneEvent,
+    AgentSetupStartEvent,
+    AgentSpawnEndEvent,
+    AgentSpawnEvent,
+    AgentStartEvent,
+    AgentStepEvent,
+    AgentToolEvent,
+    AgentTruncatedEvent,
+    AgentValidationEvent,
+    BaseCheckDoneEvent,
+    BaseCheckStartEvent,
+    BaseEvent,
+    BlockedEvent,
+    CommittedEvent,
+    CostCapEvent,
+    CostStopEvent,
+    CostWarningEvent,
+    FallbackSequentialEvent,
+    FixDoneEvent,
+    FixStartEvent,
+    IntegrationFailedEvent,
+    IntegrationPassedEvent,
+    IntegrationStartEvent,
+    IntegrationStepEvent,
+    InterruptEvent,
+    KeptWorktreeEvent,
+    MergeConflictEvent,
+    MergedEvent,
+    NotAdoptedEvent,
+    ProtectedChangeEvent,
+    RateLimitStopEvent,
+    RemovedLeftoverEvent,
+    ReviewDoneEvent,
+    ReviewSkippedEvent,
+    ReviewStartEvent,
+    ReviewStepEvent,
+    ReviewToolEvent,
+    RunDoneEvent,
+    RunStartEvent,
+    SkipEvent,
+    TargetMovedEvent,
+    UsageCounts,
+    WaitingForWorkerEvent,
+    WarningEvent,
+    WaveAggregatedEvent,
+    WaveDoneEvent,
+    WaveStartEvent,
+    WorkerResultEvent,
+    WorkerStartEvent,
+    WorkerTimeoutEvent,
+)
 from agentrun.core.usage import Usage
 from agentrun.providers.pricing import cost_usd
 
@@ -41,6 +99,18 @@ class Row:
     @property
     def elapsed(self) -> float:
         return (self.ended or time.monotonic()) - self.started
+
+
+Handler = Callable[["Progress", Any], None]
+_HANDLERS: dict[type[BaseEvent], Handler] = {}  # what each event changes in the display
+
+
+def _on(*classes: type[BaseEvent]) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        for cls in classes:
+            _HANDLERS[cls] = handler
+        return handler
+    return register
 
 
 class Progress:
@@ -71,106 +141,147 @@ class Progress:
         """Hold the display still while a person answers a question (nothing to hold here)."""
         yield
 
-    def __call__(self, event: dict[str, Any]) -> None:
-        kind = event.get("type", "")
-        batch = event.get("batch")
-        if kind == "run_start":
-            self.waves_total = event.get("waves", 0)
-            if BASE_CHECK not in self.rows:  # else the base check's time counts too
-                self.started = time.monotonic()
-            self.phase = f"Wave 1/{max(self.waves_total, 1)}"
-        elif kind == "wave_start":  # under --max-parallel, some wait for a free slot
-            self.phase = f"Wave {event.get('wave')}/{max(self.waves_total, 1)}"
-            for name in event.get("batches", []):
-                self.rows.setdefault(name, Row(name, name.split("_"), state=QUEUED))
-        elif kind == "wave_done":
-            self.waves_done += 1
-            total = max(self.waves_total, 1)
-            self.phase = f"Wave {min(self.waves_done + 1, total)}/{total}"
-        elif kind == "worker_start" and batch:
-            self.rows[batch] = Row(batch, list(event.get("groups", [])))
-        elif kind.startswith(("base_check_", "integration_", "review_")):
-            self._phase(kind, event)
-        elif kind == "fix_start":
-            self.phase = f"Fix {batch}"
-        elif batch in self.rows:
-            self._update(self.rows[batch], kind, event)
+    def __call__(self, event: BaseEvent) -> None:
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
         self.show(event)
 
-    def _phase(self, kind: str, event: dict[str, Any]) -> None:
-        """The base check, a wave's integration check and the review: rows of their own, with
-        their progress (the checks of a culprit search, the reviewer's turns and tokens)."""
-        wave = event.get("wave")
-        name = BASE_CHECK if kind.startswith("base_check_") else \
-            f"check {wave}" if kind.startswith("integration_") else self._review_row()
-        if kind == "base_check_start":
-            self.phase = "Base check"
-            self.rows[name] = Row(name, [], state="checking")
-        elif kind == "integration_start":
-            self.phase = f"Wave {wave}/{max(self.waves_total, 1)} · integration check"
-            self.rows[name] = Row(name, [], state="checking")
-        elif kind == "review_start":
-            self.reviews += 1
-            self.phase = "Review"
-            name = self._review_row()
-            self.rows[name] = Row(name, [], state="reviewing", model=event.get("model") or "")
-        row = self.rows.get(name)
+    # -- the run and its waves --------------------------------------------------------------
+    @_on(RunStartEvent)
+    def _run_start(self, e: RunStartEvent) -> None:
+        self.waves_total = e.waves
+        if BASE_CHECK not in self.rows:  # else the base check's time counts too
+            self.started = time.monotonic()
+        self.phase = f"Wave 1/{max(self.waves_total, 1)}"
+
+    @_on(WaveStartEvent)
+    def _wave_start(self, e: WaveStartEvent) -> None:
+        self.phase = f"Wave {e.wave}/{max(self.waves_total, 1)}"
+        for name in e.batches:  # under --max-parallel, some wait for a free slot
+            self.rows.setdefault(name, Row(name, name.split("_"), state=QUEUED))
+
+    @_on(WaveDoneEvent)
+    def _wave_done(self, e: WaveDoneEvent) -> None:
+        self.waves_done += 1
+        total = max(self.waves_total, 1)
+        self.phase = f"Wave {min(self.waves_done + 1, total)}/{total}"
+
+    # -- the checks and the review: rows of their own ---------------------------------------
+    @_on(BaseCheckStartEvent)
+    def _base_check_start(self, e: BaseCheckStartEvent) -> None:
+        self.phase = "Base check"
+        self.rows[BASE_CHECK] = Row(BASE_CHECK, [], state="checking")
+
+    @_on(BaseCheckDoneEvent)
+    def _base_check_done(self, e: BaseCheckDoneEvent) -> None:
+        self._ended(self.rows.get(BASE_CHECK), e.ok)
+
+    @_on(IntegrationStartEvent)
+    def _integration_start(self, e: IntegrationStartEvent) -> None:
+        self.phase = f"Wave {e.wave}/{max(self.waves_total, 1)} · integration check"
+        self.rows[f"check {e.wave}"] = Row(f"check {e.wave}", [], state="checking")
+
+    @_on(IntegrationStepEvent)
+    def _integration_step(self, e: IntegrationStepEvent) -> None:
+        """The checks of a culprit search."""
+        row = self.rows.get(f"check {e.wave}")
+        if row is not None:
+            row.step = e.check
+            row.tool = "+".join(e.groups) or "the base"
+
+    @_on(IntegrationPassedEvent, IntegrationFailedEvent)
+    def _integration_done(self, e: IntegrationPassedEvent | IntegrationFailedEvent) -> None:
+        self._ended(self.rows.get(f"check {e.wave}"), isinstance(e, IntegrationPassedEvent))
+
+    def _ended(self, row: Row | None, passed: bool) -> None:
+        if row is not None:
+            row.state, row.ended = ("passed" if passed else "failed"), time.monotonic()
+
+    @_on(ReviewStartEvent)
+    def _review_start(self, e: ReviewStartEvent) -> None:
+        self.reviews += 1
+        self.phase = "Review"
+        name = self._review_row()
+        self.rows[name] = Row(name, [], state="reviewing", model=e.model)
+
+    @_on(ReviewStepEvent)
+    def _review_step(self, e: ReviewStepEvent) -> None:
+        """The reviewer's turns and tokens."""
+        row = self.rows.get(self._review_row())
+        if row is not None:
+            self._stepped(row, e)
+
+    @_on(ReviewDoneEvent)
+    def _review_done(self, e: ReviewDoneEvent) -> None:
+        row = self.rows.get(self._review_row())
         if row is None:
             return
-        if kind == "integration_step":
-            row.step = event.get("check", row.step)
-            row.tool = "+".join(event.get("groups") or []) or "the base"
-        elif kind == "review_step":
-            row.step = event.get("step", row.step)
-            row.tool = event.get("tool") or row.tool
-            row.tokens = event.get("tokens", row.tokens)
-            row.cost = self._price(row.model, event.get("worker_usage"), row.cost)
-        elif kind in ("base_check_done", "integration_passed", "integration_failed"):
-            passed = kind == "integration_passed" or event.get("ok") is True
-            row.state, row.ended = ("passed" if passed else "failed"), time.monotonic()
-        elif kind == "review_done":
-            result = str(event.get("result") or "")
-            row.state = "error" if event.get("error") and not event.get("version") else \
-                result.lower().replace("_", " ")
-            row.tokens = event.get("tokens", row.tokens)
-            row.cost = event.get("cost_usd", row.cost)
-            row.ended = time.monotonic()
+        row.state = "error" if e.error and not e.version else e.result.lower().replace("_", " ")
+        row.tokens = e.tokens
+        row.cost = e.cost_usd
+        row.ended = time.monotonic()
 
     def _review_row(self) -> str:
         return "review" if self.reviews <= 1 else f"review {self.reviews}"
 
-    def _update(self, row: Row, kind: str, event: dict[str, Any]) -> None:
-        if kind == "agent_start":
-            row.model = event.get("model") or row.model
-        elif kind == "agent_step":
-            row.state = "working"
-            row.step = event.get("step", row.step)
-            row.tool = event.get("tool") or row.tool
-            row.tokens = event.get("tokens", row.tokens)
-            row.cost = self._price(row.model, event.get("worker_usage"), row.cost)
-        elif kind == "agent_attempt":
-            row.state = f"attempt {event.get('attempt', '?')}"
-        elif kind == "worker_result":
-            row.state = event.get("status", "done")
-            stop = event.get("stop_reason")
-            if stop and stop not in ("completed", "error", "interrupted"):
-                row.state += f" ({stop})"  # a limit or a model fault: say which
-            row.tokens = event.get("tokens", row.tokens)
-            row.cost = event.get("cost_usd")
-            row.ended = time.monotonic()
-        elif kind == "worker_timeout":
-            row.state = "timeout"
-        elif kind == "merge_conflict":
-            row.state = "conflict"
-        elif kind == "merged":
-            row.state = "merged"
+    @_on(FixStartEvent)
+    def _fix_start(self, e: FixStartEvent) -> None:
+        self.phase = f"Fix {e.batch}"
 
-    def _price(self, model: str, usage: Any, known: float | None) -> float | None:
-        if not model or not isinstance(usage, dict):
+    # -- the workers ------------------------------------------------------------------------
+    @_on(WorkerStartEvent)
+    def _worker_start(self, e: WorkerStartEvent) -> None:
+        self.rows[e.batch] = Row(e.batch, list(e.groups))
+
+    @_on(AgentStartEvent)
+    def _agent_start(self, e: AgentStartEvent) -> None:
+        if (row := self.rows.get(e.batch)) is not None:
+            row.model = e.model or row.model
+
+    @_on(AgentStepEvent)
+    def _agent_step(self, e: AgentStepEvent) -> None:
+        if (row := self.rows.get(e.batch)) is not None:
+            row.state = "working"
+            self._stepped(row, e)
+
+    def _stepped(self, row: Row, e: AgentStepEvent | ReviewStepEvent) -> None:
+        """A turn (`step`, `tool`) or a model call (`tokens`, `worker_usage`), or both."""
+        if e.step is not None:
+            row.step, row.tool = e.step, e.tool or row.tool
+        if e.tokens is not None:
+            row.tokens = e.tokens
+        if e.worker_usage is not None:
+            row.cost = self._price(row.model, e.worker_usage, row.cost)
+
+    @_on(AgentAttemptEvent)
+    def _agent_attempt(self, e: AgentAttemptEvent) -> None:
+        if (row := self.rows.get(e.batch)) is not None:
+            row.state = f"attempt {e.attempt}"
+
+    @_on(WorkerResultEvent)
+    def _worker_result(self, e: WorkerResultEvent) -> None:
+        if (row := self.rows.get(e.batch)) is None:
+            return
+        row.state = e.status
+        if e.stop_reason and e.stop_reason not in ("completed", "error", "interrupted"):
+            row.state += f" ({e.stop_reason})"  # a limit or a model fault: say which
+        row.tokens = e.tokens
+        row.cost = e.cost_usd
+        row.ended = time.monotonic()
+
+    @_on(WorkerTimeoutEvent, MergeConflictEvent, MergedEvent)
+    def _worker_end(self, e: WorkerTimeoutEvent | MergeConflictEvent | MergedEvent) -> None:
+        if (row := self.rows.get(e.batch)) is not None:
+            row.state = ("timeout" if isinstance(e, WorkerTimeoutEvent) else
+                         "conflict" if isinstance(e, MergeConflictEvent) else "merged")
+
+    def _price(self, model: str, usage: UsageCounts, known: float | None) -> float | None:
+        if not model:
             return known
         try:
-            return cost_usd(model, Usage(**usage), self.pricing)
-        except (TypeError, ValueError, BadInput):  # a malformed event changes nothing
+            return cost_usd(model, Usage(**dict(usage)), self.pricing)
+        except (TypeError, ValueError, BadInput):  # an unknown price changes nothing
             return known
 
     def totals(self) -> tuple[int, float | None, bool, float]:
@@ -182,103 +293,208 @@ class Progress:
         return (sum(r.tokens for r in active), sum(costs) if costs else None, unknown,
                 time.monotonic() - self.started)
 
-    def show(self, event: dict[str, Any]) -> None:
+    def show(self, event: BaseEvent) -> None:
         raise NotImplementedError
 
 
 class PlainProgress(Progress):
     """One timestamped line per meaningful event (CI logs, pipes)."""
 
-    QUIET = {"agent_step", "agent_start", "agent_done", "agent_event", "review_step"}
-
-    def show(self, event: dict[str, Any]) -> None:
-        kind = event.get("type", "")
+    def show(self, event: BaseEvent) -> None:
         text = describe(event)
-        if text and kind not in self.QUIET:
+        if text:
             self.out.progress(text)
 
 
-def describe(e: dict[str, Any]) -> str | None:
+Line = Callable[[Any], str | None]
+_LINES: dict[type[BaseEvent], Line] = {}  # the log line of each event worth one
+
+
+def _log_line(*classes: type[BaseEvent]) -> Callable[[Line], Line]:
+    def register(line: Line) -> Line:
+        for cls in classes:
+            _LINES[cls] = line
+        return line
+    return register
+
+
+# the events the display leaves out: a worker's finer progress, the reviewer's tool calls,
+# what another line says already (a run_done comes with the command's report)
+IGNORED: frozenset[type[BaseEvent]] = frozenset({
+    AgentSandboxEvent, AgentSetupStartEvent, AgentSetupDoneEvent, AgentSpawnEvent,
+    AgentSpawnEndEvent, AgentAttemptEndEvent, AgentValidationEvent, AgentToolEvent,
+    AgentRateLimitedEvent, AgentDoneEvent, ReviewToolEvent, SkipEvent, WaitingForWorkerEvent,
+    AdoptedEvent, NotAdoptedEvent, RemovedLeftoverEvent, ProtectedChangeEvent,
+    TargetMovedEvent, WaveAggregatedEvent, RunDoneEvent})
+
+
+def describe(e: BaseEvent) -> str | None:
     """One line for an event, or None for events not worth a line of their own."""
-    kind = e.get("type")
-    b = e.get("batch", "")
-    if kind == "run_start":
-        return f"run {e['run_id']}: {e['spec']} in {e['mode']} mode, {e['waves']} wave(s)"
-    if kind == "wave_start":
-        return f"wave {e['wave']}: starting {', '.join(e['batches']) or 'nothing'}"
-    if kind == "worker_start":
-        return f"worker {b}: started in {e['worktree']}"
-    if kind == "agent_attempt":
-        return f"worker {b}: attempt {e.get('attempt')}"
-    if kind == "worker_result":
-        extra = f" — {e['error']}" if e.get("error") else ""
-        return (f"worker {b}: {e['status']} ({e['commits']} commit(s), "
-                f"{e['tokens']:,} tokens){extra}")
-    if kind == "worker_timeout":
-        return f"worker {b}: timed out after {e['timeout_s']:g}s, killed"
-    if kind == "merged":
-        return f"merged {b} ({(e.get('commit') or '')[:7]})"
-    if kind == "merge_conflict":
-        return f"merge conflict in {b}: {', '.join(e['conflicts']) or e['message']}"
-    if kind == "blocked":
-        return f"blocked {', '.join(e['groups'])}: dependency {', '.join(e['by'])} failed"
-    if kind == "kept_worktree":
-        return f"kept worktree of {b} for inspection: {e['worktree']}"
-    if kind == "fallback_sequential":
-        return f"worker processes unavailable ({e['reason']}); running sequentially"
-    if kind == "interrupt":
-        return f"{e['signal']} received: stopping workers and saving state"
-    if kind == "wave_done":
-        failed = e.get("failed") or []
-        return f"wave {e['wave']} done" + (f"; failed: {', '.join(failed)}" if failed else "")
-    if kind == "committed":
-        return (f"{e['message'].splitlines()[0]} ({e['commit'][:7]}): "
-                f"{', '.join(e['paths'])}")
-    if kind == "warning":
-        return f"warning: {e['message']}"
-    if kind in ("cost_warning", "cost_cap"):
-        share = "80% of" if kind == "cost_warning" else "reached"
-        return (f"spending: ${e['spent_usd']:.4f} spent, {share} the ${e['cap_usd']:g} cap"
-                + ("; no new worker starts, running ones stop" if kind == "cost_cap"
-                   else ""))
-    if kind == "cost_stop":
-        return f"worker {b}: stopped at its next model call (spending cap)"
-    if kind == "rate_limit_stop":
-        return (f"the model's rate limit stopped the run (worker {b}): {e['error']}; no "
-                "further worker starts")
-    if kind == "agent_truncated":
-        return f"worker {b}: reply cut off at the output limit ({e.get('where')})"
-    if kind == "base_check_start":
-        return f"base check: `{e['command']}` on {(e.get('commit') or '')[:7]}"
-    if kind == "base_check_done":
-        return f"base check: {'passed' if e.get('ok') else 'failed'} ({e['seconds']:.1f}s)"
-    if kind == "integration_start":
-        return (f"wave {e['wave']}: integration check `{e['command']}` on "
-                f"{(e.get('commit') or '')[:7]}")
-    if kind == "integration_step" and e.get("check", 1) > 1:  # the culprit search
-        return (f"wave {e['wave']}: check {e['check']}: "
-                f"{'+'.join(e.get('groups') or []) or 'the base'} alone")
-    if kind == "integration_passed":
-        return f"wave {e['wave']}: integration check passed"
-    if kind == "integration_failed":
-        culprits = "; ".join("+".join(c) for c in e.get("culprits") or [])
-        return f"wave {e['wave']}: integration check failed" + (
-            f" (broken by {culprits})" if culprits else "")
-    if kind == "review_start":
-        return f"review: {e['spec']}" + (f" by {e['model']}" if e.get("model") else "")
-    if kind == "review_done":
-        if e.get("version") is None:
-            return f"review: no verdict — {e.get('error') or 'no review submitted'}"
-        return (f"review: {e['result']} (Review v{e['version']}, {e.get('tokens', 0):,} "
-                f"tokens, {money(e.get('cost_usd'))})")
-    if kind == "fix_start":
-        return f"fix {b}: the findings of Review v{e.get('review')}"
-    if kind == "fix_done":
-        return f"fix {b}: {e.get('status')}"
-    if kind == "review_skipped":
-        return (f"{e['step']} was not run: the ${e['cap_usd']:g} spending cap is reached "
-                f"(${e['spent_usd']:.4f} spent)")
-    return None
+    line = _LINES.get(type(e))
+    return None if line is None else line(e)
+
+
+@_log_line(RunStartEvent)
+def _run_start(e: RunStartEvent) -> str:
+    return f"run {e.run_id}: {e.spec} in {e.mode} mode, {e.waves} wave(s)"
+
+
+@_log_line(WaveStartEvent)
+def _wave_start(e: WaveStartEvent) -> str:
+    return f"wave {e.wave}: starting {', '.join(e.batches) or 'nothing'}"
+
+
+@_log_line(WorkerStartEvent)
+def _worker_start(e: WorkerStartEvent) -> str:
+    return f"worker {e.batch}: started in {e.worktree}"
+
+
+@_log_line(AgentAttemptEvent)
+def _agent_attempt(e: AgentAttemptEvent) -> str:
+    return f"worker {e.batch}: attempt {e.attempt}"
+
+
+@_log_line(WorkerResultEvent)
+def _worker_result(e: WorkerResultEvent) -> str:
+    extra = f" — {e.error}" if e.error else ""
+    return f"worker {e.batch}: {e.status} ({e.commits} commit(s), {e.tokens:,} tokens){extra}"
+
+
+@_log_line(WorkerTimeoutEvent)
+def _worker_timeout(e: WorkerTimeoutEvent) -> str:
+    return f"worker {e.batch}: timed out after {e.timeout_s:g}s, killed"
+
+
+@_log_line(MergedEvent)
+def _merged(e: MergedEvent) -> str:
+    return f"merged {e.batch} ({(e.commit or '')[:7]})"
+
+
+@_log_line(MergeConflictEvent)
+def _merge_conflict(e: MergeConflictEvent) -> str:
+    return f"merge conflict in {e.batch}: {', '.join(e.conflicts) or e.message}"
+
+
+@_log_line(BlockedEvent)
+def _blocked(e: BlockedEvent) -> str:
+    return f"blocked {', '.join(e.groups)}: dependency {', '.join(e.by)} failed"
+
+
+@_log_line(KeptWorktreeEvent)
+def _kept_worktree(e: KeptWorktreeEvent) -> str:
+    return f"kept worktree of {e.batch} for inspection: {e.worktree}"
+
+
+@_log_line(FallbackSequentialEvent)
+def _fallback(e: FallbackSequentialEvent) -> str:
+    return f"worker processes unavailable ({e.reason}); running sequentially"
+
+
+@_log_line(InterruptEvent)
+def _interrupt(e: InterruptEvent) -> str:
+    return f"{e.signal} received: stopping workers and saving state"
+
+
+@_log_line(WaveDoneEvent)
+def _wave_done(e: WaveDoneEvent) -> str:
+    return f"wave {e.wave} done" + (f"; failed: {', '.join(e.failed)}" if e.failed else "")
+
+
+@_log_line(CommittedEvent)
+def _committed(e: CommittedEvent) -> str:
+    return f"{e.message.splitlines()[0]} ({e.commit[:7]}): {', '.join(e.paths)}"
+
+
+@_log_line(WarningEvent)
+def _warning(e: WarningEvent) -> str:
+    return f"warning: {e.message}"
+
+
+@_log_line(CostWarningEvent, CostCapEvent)
+def _cost(e: CostWarningEvent | CostCapEvent) -> str:
+    capped = isinstance(e, CostCapEvent)
+    return (f"spending: ${e.spent_usd:.4f} spent, {'reached' if capped else '80% of'} the "
+            f"${e.cap_usd:g} cap" + ("; no new worker starts, running ones stop" if capped
+                                     else ""))
+
+
+@_log_line(CostStopEvent)
+def _cost_stop(e: CostStopEvent) -> str:
+    return f"worker {e.batch}: stopped at its next model call (spending cap)"
+
+
+@_log_line(RateLimitStopEvent)
+def _rate_limit_stop(e: RateLimitStopEvent) -> str:
+    return (f"the model's rate limit stopped the run (worker {e.batch}): {e.error}; no "
+            "further worker starts")
+
+
+@_log_line(AgentTruncatedEvent)
+def _truncated(e: AgentTruncatedEvent) -> str:
+    return f"worker {e.batch}: reply cut off at the output limit ({e.where})"
+
+
+@_log_line(BaseCheckStartEvent)
+def _base_check_start(e: BaseCheckStartEvent) -> str:
+    return f"base check: `{e.command}` on {e.commit[:7]}"
+
+
+@_log_line(BaseCheckDoneEvent)
+def _base_check_done(e: BaseCheckDoneEvent) -> str:
+    return f"base check: {'passed' if e.ok else 'failed'} ({e.seconds:.1f}s)"
+
+
+@_log_line(IntegrationStartEvent)
+def _integration_start(e: IntegrationStartEvent) -> str:
+    return f"wave {e.wave}: integration check `{e.command}` on {e.commit[:7]}"
+
+
+@_log_line(IntegrationStepEvent)
+def _integration_step(e: IntegrationStepEvent) -> str | None:
+    if e.check <= 1:  # the whole wave: said by integration_start
+        return None
+    return f"wave {e.wave}: check {e.check}: {'+'.join(e.groups) or 'the base'} alone"
+
+
+@_log_line(IntegrationPassedEvent)
+def _integration_passed(e: IntegrationPassedEvent) -> str:
+    return f"wave {e.wave}: integration check passed"
+
+
+@_log_line(IntegrationFailedEvent)
+def _integration_failed(e: IntegrationFailedEvent) -> str:
+    culprits = "; ".join("+".join(c) for c in e.culprits)
+    return f"wave {e.wave}: integration check failed" + (
+        f" (broken by {culprits})" if culprits else "")
+
+
+@_log_line(ReviewStartEvent)
+def _review_start(e: ReviewStartEvent) -> str:
+    return f"review: {e.spec}" + (f" by {e.model}" if e.model else "")
+
+
+@_log_line(ReviewDoneEvent)
+def _review_done(e: ReviewDoneEvent) -> str:
+    if e.version is None:
+        return f"review: no verdict — {e.error or 'no review submitted'}"
+    return (f"review: {e.result} (Review v{e.version}, {e.tokens:,} tokens, "
+            f"{money(e.cost_usd)})")
+
+
+@_log_line(FixStartEvent)
+def _fix_start(e: FixStartEvent) -> str:
+    return f"fix {e.batch}: the findings of Review v{e.review}"
+
+
+@_log_line(FixDoneEvent)
+def _fix_done(e: FixDoneEvent) -> str:
+    return f"fix {e.batch}: {e.status}"
+
+
+@_log_line(ReviewSkippedEvent)
+def _review_skipped(e: ReviewSkippedEvent) -> str:
+    cap = "" if e.cap_usd is None else f"${e.cap_usd:g} "
+    return f"{e.step} was not run: the {cap}spending cap is reached (${e.spent_usd:.4f} spent)"
 
 
 class LiveProgress(Progress):
@@ -327,11 +543,13 @@ class LiveProgress(Progress):
                     self._live.console.print(line)
                 self._held.clear()
 
-    def show(self, event: dict[str, Any]) -> None:
-        line = None
-        if event.get("type") in ("merge_conflict", "interrupt", "fallback_sequential",
-                                 "kept_worktree", "blocked", "committed"):
-            line = describe(event)
+    # what the table does not show: said above it
+    SAID: tuple[type[BaseEvent], ...] = (MergeConflictEvent, InterruptEvent,
+                                         FallbackSequentialEvent, KeptWorktreeEvent,
+                                         BlockedEvent, CommittedEvent)
+
+    def show(self, event: BaseEvent) -> None:
+        line = describe(event) if isinstance(event, self.SAID) else None
         with self._lock:
             if self._live is None:
                 if line:

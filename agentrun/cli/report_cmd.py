@@ -29,10 +29,11 @@ def report(
     its plan, a timeline of the workers, tokens and cost, checks, review and failures."""
     from agentrun import workspace
     from agentrun.core.errors import BadInput
+    from agentrun.core.events import RunStartEvent
     from agentrun.project import find_project
     from agentrun.report.execution_state import state_path
     from agentrun.report.html import REPORT_FILE, write_report
-    from agentrun.report.html_data import read_ndjson
+    from agentrun.report.html_data import read_events
     from agentrun.run.record import control_dir
 
     out = output(json_out)
@@ -43,9 +44,8 @@ def report(
     run_dir = _run_dir(project, run)
     path = run_dir / REPORT_FILE
     if not path.is_file():
-        start = next((e for e in read_ndjson(run_dir / "events.ndjson")
-                      if e.get("type") == "run_start"), {})
-        spec = start.get("spec") if isinstance(start.get("spec"), str) else None
+        spec = next((e.spec for e in read_events(run_dir / "events.ndjson")
+                     if isinstance(e, RunStartEvent)), None)
         try:
             control = control_dir(workspace.repo_root(project.root), run_dir.name)
         except workspace.GitError:

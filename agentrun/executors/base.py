@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel
 
@@ -25,6 +25,7 @@ from agentrun.agent.results import AttemptOutcome
 from agentrun.agent.snapshots import Snapshot
 from agentrun.agent.terminator import Limits
 from agentrun.agent.transcript import Transcript
+from agentrun.core.events import EventSink
 from agentrun.tools.base import CommandPolicy
 
 
@@ -96,7 +97,7 @@ class Attempt:
     tools: list[str]  # the tool names the agent may use
     budget: Budget
     transcript: Transcript
-    on_event: Callable[[dict[str, Any]], None] | None = None  # progress for the live display
+    on_event: EventSink | None = None  # progress for the live display
     # called before the attempt's first change to the worktree, so that it can be rolled
     # back; an executor that cannot tell when that is calls it before it starts
     before_write: Callable[[], None] = _nothing

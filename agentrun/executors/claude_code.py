@@ -23,6 +23,7 @@ from typing import Any
 from agentrun.agent.prompts import render
 from agentrun.agent.results import AttemptOutcome, Submission
 from agentrun.core.errors import CannotStart
+from agentrun.core.events import StepEvent
 from agentrun.core.status import StopReason
 from agentrun.core.usage import Usage
 from agentrun.executors import headless
@@ -93,8 +94,8 @@ class _Stream(headless.CliStream):
         self.spent = self.spent + turn
         # the tokens, and when each model call began and ended: the key proxy's `Meter` says
         # (and charges them to the guard), for every call that went through it
-        self.emit({"type": "step", "step": self.steps, "tool": tools[0] if tools else None,
-                   "group": self.group})
+        self.emit(StepEvent(step=self.steps, tool=tools[0] if tools else None,
+                            group=self.group))
 
     def _tool_results(self, message: dict[str, Any]) -> None:
         for block in message.get("content") or []:
@@ -192,8 +193,9 @@ def _usage(raw: Any) -> Usage:
     raw = raw if isinstance(raw, dict) else {}
 
     def count(name: str) -> int:
-        value = raw.get(name)
-        return value if isinstance(value, int) else 0
+        value = raw.get(name)  # a whole count, or none (the events carry only such)
+        return value if isinstance(value, int) and not isinstance(value, bool) \
+            and value >= 0 else 0
 
     return Usage(count("input_tokens"), count("output_tokens"),
                  count("cache_read_input_tokens"), count("cache_creation_input_tokens"))

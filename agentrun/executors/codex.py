@@ -26,6 +26,7 @@ from typing import Any
 from agentrun.agent.prompts import render
 from agentrun.agent.results import AttemptOutcome, Submission
 from agentrun.core.errors import CannotStart
+from agentrun.core.events import StepEvent
 from agentrun.core.status import StopReason
 from agentrun.core.usage import Usage
 from agentrun.executors import headless
@@ -134,7 +135,7 @@ class _Stream(headless.CliStream):
     def _emit(self, tool: str | None) -> None:
         # the tokens, and when each model call began and ended: the key proxy's `Meter` says
         # (and charges them to the guard), for every call that went through it
-        self.emit({"type": "step", "step": self.steps, "tool": tool, "group": self.group})
+        self.emit(StepEvent(step=self.steps, tool=tool, group=self.group))
 
 
 class CodexExecutor(headless.CliExecutor):
@@ -204,8 +205,9 @@ def _usage(raw: Any) -> Usage:
     raw = raw if isinstance(raw, dict) else {}
 
     def count(name: str) -> int:
-        value = raw.get(name)
-        return value if isinstance(value, int) else 0
+        value = raw.get(name)  # a whole count, or none (the events carry only such)
+        return value if isinstance(value, int) and not isinstance(value, bool) \
+            and value >= 0 else 0
 
     cached = count("cached_input_tokens")
     return Usage(max(0, count("input_tokens") - cached), count("output_tokens"), cached,

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from agentrun.agent.results import AttemptOutcome, Submission
 from agentrun.core.errors import CannotStart
+from agentrun.core.events import EventSink, StepEvent, ToolEvent, UsageCounts
 from agentrun.core.status import Status, StopReason
 from agentrun.core.usage import Usage
 from agentrun.executors.base import AgentTask, Attempt
@@ -52,7 +53,7 @@ class CliStream:
     following them found out (each executor reads its own kinds of event). Lines that are not
     JSON (the last 20) are kept to explain a CLI that ends without finishing its turn."""
 
-    emit: Callable[[dict[str, Any]], None]  # progress for the live display
+    emit: EventSink  # progress for the live display
     record: Callable[..., None]  # the worker's transcript
     group: str
     guard: CliGuard | None = None  # the worker's limits, told of tokens and tool results
@@ -97,8 +98,8 @@ class CliStream:
 
     def tool_done(self, name: str, started: float, error: bool) -> None:
         """A tool call of the CLI's ended (its span in traces and the report)."""
-        self.emit({"type": "tool", "name": name, "started": round(started, 3), "error": error,
-                   "group": self.group})
+        self.emit(ToolEvent(name=name, started=round(started, 3), error=error,
+                            group=self.group))
 
 
 def find_cli(exe: str, product: str, install: str, minimum: tuple[int, int, int]) -> Cli:
@@ -129,7 +130,7 @@ class Meter:
     `step` with its usage and when it began, which the run's spending cap sums as it comes and
     the run's report draws; the CLI's own events carry neither, so nothing counts twice."""
 
-    def __init__(self, emit: Callable[[dict[str, Any]], None], group: str,
+    def __init__(self, emit: EventSink, group: str,
                  charge: Callable[[Usage], None] = lambda _usage: None) -> None:
         self.emit, self.group, self.charge = emit, group, charge
         self.total = Usage()
@@ -138,9 +139,9 @@ class Meter:
     def add(self, call: Usage, started: float) -> None:
         with self._lock:
             self.total = total = self.total + call
-        self.emit({"type": "step", "tokens": total.total, "usage": call.to_dict(),
-                   "worker_usage": total.to_dict(), "group": self.group,
-                   "started": round(started, 3)})
+        self.emit(StepEvent(tokens=total.total, usage=UsageCounts(**call.to_dict()),
+                            worker_usage=UsageCounts(**total.to_dict()), group=self.group,
+                            started=round(started, 3)))
         self.charge(call)
 
 

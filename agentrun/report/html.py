@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentrun.core.events import WorkerResultEvent, WorkerStartEvent
 from agentrun.core.fsutil import atomic_write_text
 from agentrun.report.html_data import Bar, Report, collect
 
@@ -105,13 +106,12 @@ def _groups(report: Report) -> list[dict[str, Any]]:
     state = report.state
     if state is None:
         return []
-    starts = {e.get("batch"): e.get("t") for e in report.of("worker_start")}
-    ends = {e.get("batch"): e.get("t") for e in report.of("worker_result")}
+    starts = {e.batch: e.t for e in report.of(WorkerStartEvent)}
+    ends = {e.batch: e.t for e in report.of(WorkerResultEvent)}
     out = []
     for g in state.groups.values():
         begin, end = starts.get(g.batch), ends.get(g.batch)
-        seconds = end - begin if isinstance(begin, int | float) and isinstance(
-            end, int | float) else None
+        seconds = end - begin if begin is not None and end is not None else None
         attempts = [a for a in report.attempts if a.batch == g.batch]
         out.append({"g": g, "seconds": seconds, "attempts": attempts,
                     "model_calls": sum(a.model_calls for a in attempts),

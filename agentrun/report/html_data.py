@@ -3,8 +3,9 @@
 and each worker's progress file (in the orchestrator's control directory, run/record.py).
 
 Everything here is read, never trusted: the files hold text that workers and models chose, so
-each file is read only up to `MAX_BYTES`, a line that is not a JSON object is skipped, and a
-field of the wrong type counts as missing. The template (html.py) escapes every value.
+each file is read only up to `MAX_BYTES`, and a line that is not exactly one of the events of
+agentrun/core/events.py (a worker's file: one of a worker's own) is skipped. The template
+(html.py) escapes every value.
 """
 
 from __future__ import annotations
@@ -12,30 +13,56 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from agentrun.core.events import (
+    AttemptEndEvent,
+    AttemptEvent,
+    BaseCheckDoneEvent,
+    BaseCheckStartEvent,
+    BaseEvent,
+    IntegrationFailedEvent,
+    IntegrationPassedEvent,
+    IntegrationStartEvent,
+    MergeConflictEvent,
+    MergedEvent,
+    ReviewDoneEvent,
+    ReviewSkippedEvent,
+    ReviewStartEvent,
+    StepEvent,
+    ToolEvent,
+    UsageCounts,
+    ValidationEvent,
+    WorkerResultEvent,
+    WorkerStartEvent,
+    parse,
+    parse_progress,
+)
 from agentrun.report.execution_state import RunState
 
 MAX_BYTES = 16 * 1024 * 1024  # of any one file of the record
 MAX_TEXT = 4000  # characters of one text shown (an error, a check's output)
 RESULT_FILE = "result.json"
+E = TypeVar("E", bound=BaseEvent)
 
 
-def read_ndjson(path: Path, limit: int = MAX_BYTES) -> list[dict[str, Any]]:
-    """The JSON objects of an NDJSON file's first `limit` bytes (nothing when it is missing)."""
+def read_events(path: Path, limit: int = MAX_BYTES, *, progress: bool = False
+                ) -> list[BaseEvent]:
+    """The events of an NDJSON file's first `limit` bytes (nothing when it is missing): a run
+    record's, or (`progress`) a worker's own progress events. A line that is not one, exactly,
+    is skipped."""
     try:
         with open(path, "rb") as fh:
             data = fh.read(limit)
     except OSError:
         return []
+    read = parse_progress if progress else parse
     out = []
     for line in data.splitlines():
         try:
-            item = json.loads(line)
+            out.append(read(line))
         except ValueError:
             continue
-        if isinstance(item, dict):
-            out.append(item)
     return out
 
 
@@ -53,11 +80,6 @@ def read_state(run_dir: Path, fallback: Path | None = None) -> RunState | None:
         if state.run_id == run_dir.name:
             return state
     return None
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
-        else None
 
 
 def _text(value: Any, limit: int = MAX_TEXT) -> str:
@@ -107,8 +129,8 @@ class Attempt:
 class Report:
     run_id: str
     state: RunState | None
-    events: list[dict[str, Any]]
-    progress: dict[str, list[dict[str, Any]]]
+    events: list[BaseEvent]
+    progress: dict[str, list[BaseEvent]]
     title: str = ""
     trace_id: str | None = None
     rows: list[Row] = field(default_factory=list)
@@ -116,8 +138,8 @@ class Report:
     start: float = 0.0
     end: float = 0.0
 
-    def of(self, kind: str) -> list[dict[str, Any]]:
-        return [e for e in self.events if e.get("type") == kind]
+    def of(self, kind: type[E]) -> list[E]:
+        return [e for e in self.events if isinstance(e, kind)]
 
     @property
     def seconds(self) -> float:
@@ -139,69 +161,60 @@ class Report:
     def reviews(self) -> list[dict[str, Any]]:
         """Each review's verdict, findings and criteria verdicts, every field in place."""
         out = []
-        for e in self.of("review_done"):
-            rows = [f for f in e.get("findings") or [] if isinstance(f, dict)]
-            crit = [c for c in e.get("criteria") or [] if isinstance(c, dict)]
+        for e in self.of(ReviewDoneEvent):
             out.append({
-                "result": _text(e.get("result"), 40),
-                "version": None if _num(e.get("version")) is None else int(e["version"]),
-                "error": _text(e.get("error")), "tokens": _num(e.get("tokens")) or 0,
-                "cost_usd": _num(e.get("cost_usd")), "summary": _text(e.get("summary")),
-                "findings": [{k: _text(f.get(k)) for k in ("severity", "file", "issue", "fix")}
-                             for f in rows],
-                "criteria": [{"criterion": _text(c.get("criterion"), 10),
-                              "verdict": _text(c.get("verdict"), 40),
-                              "evidence": _text(c.get("evidence"))} for c in crit]})
+                "result": _text(e.result, 40), "version": e.version, "error": _text(e.error),
+                "tokens": e.tokens, "cost_usd": e.cost_usd, "summary": _text(e.summary),
+                "findings": [{k: _text(getattr(f, k)) for k in ("severity", "file", "issue",
+                                                                "fix")}
+                             for f in e.findings or ()],
+                "criteria": [{"criterion": _text(c.criterion, 10),
+                              "verdict": _text(c.verdict, 40),
+                              "evidence": _text(c.evidence)} for c in e.criteria or ()]})
         return out
 
     @property
-    def checks(self) -> list[dict[str, Any]]:
-        return [e for e in self.events if e.get("type") in ("integration_passed",
-                                                            "integration_failed")]
-
-    @property
-    def base_check(self) -> dict[str, Any] | None:
-        found = self.of("base_check_done")
+    def base_check(self) -> BaseCheckDoneEvent | None:
+        found = self.of(BaseCheckDoneEvent)
         return found[-1] if found else None
 
 
 def collect(run_dir: Path, control: Path | None = None, *, state_file: Path | None = None,
             title: str = "", trace_id: str | None = None) -> Report:
     """Read the run record in `run_dir` (and the workers' progress under `control`)."""
-    events = read_ndjson(run_dir / "events.ndjson")
-    progress: dict[str, list[dict[str, Any]]] = {}
+    events = read_events(run_dir / "events.ndjson")
+    progress: dict[str, list[BaseEvent]] = {}
     for base in (run_dir / "workers", *((control / "workers",) if control else ())):
         if not base.is_dir():
             continue
         for folder in sorted(base.iterdir()):
-            found = read_ndjson(folder / "progress.ndjson")
+            found = read_events(folder / "progress.ndjson", progress=True)
             if found:
                 progress[folder.name] = found
     report = Report(run_dir.name, read_state(run_dir, state_file), events, progress,
                     title=title, trace_id=trace_id)
-    times = [t for e in events if (t := _num(e.get("t"))) is not None]
-    times += [t for ps in progress.values() for p in ps if (t := _num(p.get("t"))) is not None]
+    times = [e.t for e in events] + [p.t for ps in progress.values() for p in ps]
     report.start, report.end = (min(times), max(times)) if times else (0.0, 0.0)
     _timeline(report)
     return report
 
 
-def _pairs(events: list[dict[str, Any]], start: str, ends: tuple[str, ...], key: str | None
-           ) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+def _pairs(events: list[BaseEvent], start: type[BaseEvent], ends: tuple[type[BaseEvent], ...],
+           key: str | None) -> list[tuple[Any, Any]]:
     """Each `start` event with the next of `ends` (of the same `key` value, if given)."""
-    out: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
-    open_: list[dict[str, Any]] = []
+    out: list[tuple[Any, Any]] = []
+    open_: list[BaseEvent] = []
     for e in events:
-        kind = e.get("type")
-        if kind == start:
+        if isinstance(e, start):
             open_.append(e)
-        elif kind in ends:
-            match = next((o for o in open_ if key is None or o.get(key) == e.get(key)), None)
+        elif isinstance(e, ends):
+            match = next((o for o in open_
+                          if key is None or getattr(o, key) == getattr(e, key)), None)
             if match is not None:
                 open_.remove(match)
                 out.append((match, e))
     out += [(o, None) for o in open_]
-    return sorted(out, key=lambda pair: _num(pair[0].get("t")) or 0.0)
+    return sorted(out, key=lambda pair: pair[0].t)
 
 
 def _timeline(report: Report) -> None:
@@ -210,116 +223,91 @@ def _timeline(report: Report) -> None:
     end = report.end
     rows = report.rows
 
-    def bar(kind: str, a: dict[str, Any], b: dict[str, Any] | None, label: str,
-            status: str = "", start_key: str = "t") -> Bar | None:
-        start = _num(a.get(start_key))
-        if start is None:
-            return None
-        stop = _num((b or {}).get("t"))
-        return Bar(kind, start, end if stop is None else max(stop, start), label, status)
+    def bar(kind: str, start: float, b: BaseEvent | None, label: str,
+            status: str = "") -> Bar:
+        return Bar(kind, start, end if b is None else max(b.t, start), label, status)
 
     base = Row("base check")
-    for a, b in _pairs(report.events, "base_check_start", ("base_check_done",), None):
-        ok = (b or {}).get("ok")
-        found = bar("base", a, b, f"base check: {_text(a.get('command'), 200)}",
-                    "ok" if ok is True else "failed" if b else "")
-        if found:
-            base.bars.append(found)
+    for a, b in _pairs(report.events, BaseCheckStartEvent, (BaseCheckDoneEvent,), None):
+        base.bars.append(bar("base", a.t, b, f"base check: {_text(a.command, 200)}",
+                             "" if b is None else "ok" if b.ok else "failed"))
     if base.bars:
         rows.append(base)
-    results = {e.get("batch"): e for e in report.of("worker_result")}
-    for start in report.of("worker_start"):
-        batch = str(start.get("batch") or "?")
-        _worker_rows(report, batch, start, results.get(batch))
+    results = {e.batch: e for e in report.of(WorkerResultEvent)}
+    for start in report.of(WorkerStartEvent):
+        _worker_rows(report, start.batch, start, results.get(start.batch))
     merges = Row("merges")
     for e in report.events:
-        if e.get("type") in ("merged", "merge_conflict"):
-            ok = e["type"] == "merged"
-            found = bar("merge", e, e, f"merge {_text(e.get('batch'), 100)}"
-                        + ("" if ok else ": conflict"), "ok" if ok else "failed",
-                        start_key="started" if _num(e.get("started")) is not None else "t")
-            if found:
-                merges.bars.append(found)
+        if isinstance(e, MergedEvent | MergeConflictEvent):
+            ok = isinstance(e, MergedEvent)
+            merges.bars.append(bar("merge", e.started, e, f"merge {_text(e.batch, 100)}"
+                                   + ("" if ok else ": conflict"), "ok" if ok else "failed"))
     if merges.bars:
         rows.append(merges)
     checks = Row("integration checks")
-    for a, b in _pairs(report.events, "integration_start",
-                       ("integration_passed", "integration_failed"), "wave"):
-        ok = (b or {}).get("type") == "integration_passed"
-        found = bar("check", a, b, f"wave {_text(a.get('wave'), 40)}: integration check",
-                    "ok" if ok else "failed" if b else "")
-        if found:
-            checks.bars.append(found)
+    for a, b in _pairs(report.events, IntegrationStartEvent,
+                       (IntegrationPassedEvent, IntegrationFailedEvent), "wave"):
+        checks.bars.append(bar("check", a.t, b, f"wave {_text(a.wave, 40)}: integration check",
+                               "" if b is None else "ok"
+                               if isinstance(b, IntegrationPassedEvent) else "failed"))
     if checks.bars:
         rows.append(checks)
     review = Row("review")
-    for a, b in _pairs(report.events, "review_start", ("review_done", "review_skipped"), None):
-        result = _text((b or {}).get("result"), 40)
-        found = bar("review", a, b, f"review: {result or 'not finished'}",
-                    "ok" if result == "APPROVED" else "failed" if b else "")
-        if found:
-            review.bars.append(found)
+    for a, b in _pairs(report.events, ReviewStartEvent, (ReviewDoneEvent, ReviewSkippedEvent),
+                       None):
+        result = _text(b.result, 40) if isinstance(b, ReviewDoneEvent) else ""
+        review.bars.append(bar("review", a.t, b, f"review: {result or 'not finished'}",
+                               "ok" if result == "APPROVED" else "failed" if b else ""))
     if review.bars:
         rows.append(review)
 
 
-def _worker_rows(report: Report, batch: str, start: dict[str, Any],
-                 result: dict[str, Any] | None) -> None:
+def _worker_rows(report: Report, batch: str, start: WorkerStartEvent,
+                 result: WorkerResultEvent | None) -> None:
     """One row per attempt of `batch`'s worker, from its progress file."""
     events = report.progress.get(batch, [])
-    t_end = _num((result or {}).get("t")) or report.end
-    attempts = _pairs(events, "attempt", ("attempt_end",), "attempt")
+    t_end = result.t if result is not None else report.end
+    attempts = _pairs(events, AttemptEvent, (AttemptEndEvent,), "attempt")
     if not attempts:  # it never got to an attempt (set-up, a crash): the worker's span
-        row = Row(f"{batch}")
-        begin = _num(start.get("t"))
-        if begin is not None:
-            row.bars.append(Bar("attempt", begin, max(begin, t_end), f"{batch}: "
-                                f"{_text((result or {}).get('status'), 40) or 'running'}",
-                                "failed" if result else ""))
-            report.rows.append(row)
+        status = _text(result.status, 40) if result is not None else "running"
+        report.rows.append(Row(batch, [Bar("attempt", start.t, max(start.t, t_end),
+                                           f"{batch}: {status}",
+                                           "failed" if result else "")]))
         return
     for a, b in attempts:
-        number = int(_num(a.get("attempt")) or 1)
-        begin = _num(a.get("t"))
-        if begin is None:
-            continue
-        stop = _num((b or {}).get("t")) or t_end
-        status = _text((b or {}).get("status"), 40)
+        begin, number = a.t, a.attempt
+        stop = b.t if b is not None else t_end
+        status = _text(b.status, 40) if b is not None else ""
         att = Attempt(batch, number, begin, stop, status,
-                      _text((b or {}).get("stop_reason"), 40), _text((b or {}).get("error")),
-                      (b or {}).get("retry") is True)
+                      _text(b.stop_reason, 40) if b is not None else "",
+                      _text(b.error) if b is not None else "",
+                      b is not None and b.retry)
         row = Row(f"{batch} #{number}", [Bar(
             "attempt", begin, max(begin, stop),
             f"{batch} attempt {number}: {status or 'running'}"
             + (f" ({att.stop_reason})" if att.stop_reason and att.stop_reason != "completed"
                else ""), "ok" if status == "complete" else "failed" if b else "")])
         for e in events:
-            t, began = _num(e.get("t")), _num(e.get("started"))
-            if t is None or began is None:
+            if not isinstance(e, StepEvent | ToolEvent | ValidationEvent) or e.started is None:
                 continue
-            said = _num(e.get("attempt"))  # agentrun's loop says; a CLI's events: by time
-            if (said != number) if said is not None else not (begin <= began < stop):
+            began, t = e.started, e.t
+            # agentrun's loop says which attempt; a coding-agent CLI's events: by time
+            if (e.attempt != number) if e.attempt is not None else not (begin <= began < stop):
                 continue
-            kind = e.get("type")
-            if kind == "step":
+            if isinstance(e, StepEvent):
                 att.model_calls += 1
-                said_usage = e.get("usage")
-                usage: dict[str, Any] = said_usage if isinstance(said_usage, dict) else {}
-                tokens = ", ".join(f"{_num(usage.get(k)) or 0:,.0f} {k.split('_')[0]}"
-                                   for k in ("input_tokens", "output_tokens"))
+                usage = e.usage or UsageCounts()
+                tokens = f"{usage.input_tokens:,} input, {usage.output_tokens:,} output"
                 row.inner.append(Bar("model", began, max(began, t),
                                      f"model call {att.model_calls} ({tokens})"))
-            elif kind == "tool":
+            elif isinstance(e, ToolEvent):
                 att.tools += 1
-                failed = e.get("error") is True
-                row.inner.append(Bar("tool", began, max(began, t),
-                                     f"{_text(e.get('name'), 80)}"
-                                     + (" (error)" if failed else ""),
-                                     "failed" if failed else "ok"))
-            elif kind == "validation":
-                ok = e.get("ok") is True
+                row.inner.append(Bar("tool", began, max(began, t), _text(e.name, 80)
+                                     + (" (error)" if e.error else ""),
+                                     "failed" if e.error else "ok"))
+            else:
                 row.inner.append(Bar("validation", began, max(began, t),
-                                     "validation " + ("passed" if ok else "failed"),
-                                     "ok" if ok else "failed"))
+                                     "validation " + ("passed" if e.ok else "failed"),
+                                     "ok" if e.ok else "failed"))
         report.attempts.append(att)
         report.rows.append(row)

@@ -26,6 +26,7 @@ from agentrun.agent.terminator import limits_for
 from agentrun.attempts import run_agent
 from agentrun.audit.runner import ModelAccess
 from agentrun.core.errors import BadInput, Interrupted
+from agentrun.core.events import EventSink
 from agentrun.core.fsutil import atomic_write_json
 from agentrun.core.status import StopReason
 from agentrun.core.usage import Usage
@@ -65,7 +66,7 @@ class ReviewOptions:
     sandbox: str = "auto"
     now: Callable[[], datetime] = datetime.now
     cancel: threading.Event = field(default_factory=threading.Event)
-    on_event: Callable[[dict[str, Any]], None] | None = None  # the reviewer's progress
+    on_event: EventSink | None = None  # the reviewer's progress
     # the run's live state (a run's own review): the record goes there, the caller saves it;
     # None: the spec's last run, read from its execution state and saved back
     state: RunState | None = None

@@ -22,6 +22,14 @@ from pathlib import Path
 
 from agentrun import workspace
 from agentrun.core.errors import AgentrunError
+from agentrun.core.events import (
+    AdoptedEvent,
+    EventSink,
+    NotAdoptedEvent,
+    RemovedLeftoverEvent,
+    WaitingForWorkerEvent,
+    WarningEvent,
+)
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import Status, StopReason
 from agentrun.plan import Batch
@@ -29,7 +37,7 @@ from agentrun.protocol import Assignment
 from agentrun.report.execution_state import RunState
 from agentrun.run.assignment import ref_safe
 from agentrun.run.backends import FinishedHandle, WorkerBackend, WorkerHandle, worker_pid
-from agentrun.run.record import EventSink, control_dir
+from agentrun.run.record import control_dir
 from agentrun.run.verify import Delivery
 from agentrun.spec.fingerprint import group_fingerprint
 from agentrun.spec.model import Spec
@@ -102,13 +110,12 @@ class Adopter:
         self._wait_for_worker(left)
         reason = self._changed(left) or self._unusable(left, batch)
         if reason:
-            self.emit({"type": "not_adopted", "batch": batch.id, "branch": left.branch,
-                       "reason": reason})
+            self.emit(NotAdoptedEvent(batch=batch.id, branch=left.branch, reason=reason))
             if self._changed(left):
                 text = (f"{', '.join(batch.ids)} of run {left.run_id} not merged, run again: "
                         f"{reason}")
                 self.warn(text)
-                self.emit({"type": "warning", "message": text})
+                self.emit(WarningEvent(message=text))
             return None
         result = self._result(left)
         if result is None:
@@ -121,8 +128,8 @@ class Adopter:
             group = self.state.groups[gid]
             group.status, group.branch, group.worktree = Status.RUNNING, left.branch, \
                 str(left.worktree)
-        self.emit({"type": "adopted", "batch": batch.id, "groups": batch.ids,
-                   "from_run": left.run_id, "branch": left.branch})
+        self.emit(AdoptedEvent(batch=batch.id, groups=tuple(batch.ids), from_run=left.run_id,
+                               branch=left.branch))
         return Delivery(result=result, ids=batch.ids, batch=batch.id, ref=left.branch,
                         base=left.assignment.base_commit, record_dir=record_dir)
 
@@ -177,8 +184,8 @@ class Adopter:
                                 branch=a.branch, worktree=a.worktree, cost_usd=None,
                                 deviations=[MISSING_RESULT.format(run=left.run_id)])
         if Status(result.status) != Status.COMPLETE:
-            self.emit({"type": "not_adopted", "batch": a.batch, "branch": left.branch,
-                       "reason": f"its worker ended {result.status}"})
+            self.emit(NotAdoptedEvent(batch=a.batch, branch=left.branch,
+                                      reason=f"its worker ended {result.status}"))
             return None
         result.deviations = [*result.deviations,
                              f"adopted from run {left.run_id}: merged, not redone"]
@@ -192,8 +199,8 @@ class Adopter:
         if pid is None:
             return
         limit = left.assignment.limits.timeout_s or 0
-        self.emit({"type": "waiting_for_worker", "batch": left.assignment.batch, "pid": pid,
-                   "from_run": left.run_id})
+        self.emit(WaitingForWorkerEvent(batch=left.assignment.batch, pid=pid,
+                                        from_run=left.run_id))
         deadline = time.monotonic() + max(limit, 1.0)
         while worker_pid(left.record_dir) == pid and time.monotonic() < deadline:
             time.sleep(WAIT_POLL_S)
@@ -237,8 +244,8 @@ class Adopter:
         for group in self.state.groups.values():
             if group.worktree and Path(group.worktree) == left.worktree:
                 group.worktree = None
-        self.emit({"type": "removed_leftover", "branch": left.branch,
-                   "worktree": str(left.worktree), "from_run": left.run_id})
+        self.emit(RemovedLeftoverEvent(branch=left.branch, worktree=str(left.worktree),
+                                       from_run=left.run_id))
 
 
 class AdoptingBackend:

@@ -17,6 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from agentrun.core.events import (
+    EventSink,
+    FallbackSequentialEvent,
+    SpawnEndEvent,
+    SpawnEvent,
+    WarningEvent,
+    WorkerTimeoutEvent,
+    parse_progress,
+    relayed,
+)
 from agentrun.core.fsutil import atomic_write_json
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import Status, StopReason
@@ -24,7 +34,6 @@ from agentrun.plan import Batch
 from agentrun.processes import start_time
 from agentrun.protocol import Assignment
 from agentrun.run import pool
-from agentrun.run.record import EventSink
 from agentrun.run.verify import Delivery
 from agentrun.worker import run_assignment
 
@@ -162,6 +171,7 @@ class ProcessHandle:
         self.offset = 0
         self.skipping = False  # in the middle of a progress line too long to relay
         self.commands: set[int] = set()  # process groups of the commands it runs (checked)
+        self.dropped = 0  # progress lines that were not a progress event
 
     def poll(self) -> bool:
         proc = self.proc
@@ -172,8 +182,7 @@ class ProcessHandle:
             self.kill(StopReason.INTERRUPTED)
         if proc.alive() and proc.elapsed > proc.timeout_s:
             self.kill(StopReason.TIMEOUT)
-            self.emit({"type": "worker_timeout", "batch": self.batch,
-                       "timeout_s": proc.timeout_s})
+            self.emit(WorkerTimeoutEvent(batch=self.batch, timeout_s=proc.timeout_s))
         if proc.alive():
             return False
         proc.process.join(timeout=1)
@@ -197,8 +206,11 @@ class ProcessHandle:
         self.commands = set()
 
     def relay_progress(self) -> None:
-        """Pass on the complete lines the worker added to its progress file, at most
-        `PROGRESS_CHUNK` bytes of them a poll (a line longer than that is skipped)."""
+        """Pass on the complete lines the worker added to its progress file, each as the run's
+        event of this worker, at most `PROGRESS_CHUNK` bytes of them a poll (a line longer than
+        that is skipped). The file is the worker's (anything it runs can write there): a line
+        that is not exactly one of a worker's progress events is dropped, and the first one
+        said as a warning; no line can speak for the run or for another worker."""
         path = Path(self.assignment.progress_path or "")
         if not self.assignment.progress_path or not path.exists():
             return
@@ -215,32 +227,42 @@ class ProcessHandle:
         if self.skipping:  # the end of the overlong line
             lines, self.skipping = lines[1:], False
         for raw in lines:
-            try:
-                event = json.loads(raw)
-            except ValueError:
+            if not raw.strip():
                 continue
-            if event.get("type") in ("spawn", "spawn_end"):
+            try:
+                event = parse_progress(raw)
+            except ValueError as exc:
+                self._dropped(exc)
+                continue
+            if isinstance(event, SpawnEvent | SpawnEndEvent):
                 self._track(event)
-            self.emit({**event, "type": f"agent_{event.get('type', 'event')}",
-                       "batch": self.batch}, record=False)
+            self.emit(relayed(event, self.batch), record=False)
         self.offset += end + 1
 
-    def _track(self, event: dict[str, object]) -> None:
+    def _dropped(self, error: ValueError) -> None:
+        self.dropped += 1
+        if self.dropped == 1:
+            why = str(error).splitlines()[0][:200]
+            self.emit(WarningEvent(batch=self.batch, message=(
+                f"dropped a line of worker {self.batch}'s progress that is not a progress "
+                f"event ({why}); any further such line is dropped silently")))
+
+    def _track(self, event: SpawnEvent | SpawnEndEvent) -> None:
         """Note a command's process group from the progress file, which the worker (and so
         anything it ran) can write: only a group whose leader descends from the live worker
         is ever signalled."""
-        pgid, worker = event.get("pgid"), self.proc.process.pid
-        if not isinstance(pgid, int) or isinstance(pgid, bool) or pgid <= 1:
+        pgid, worker = event.pgid, self.proc.process.pid
+        if pgid <= 1:
             return
-        if event["type"] == "spawn_end":
+        if isinstance(event, SpawnEndEvent):
             self.commands.discard(pgid)
         elif worker is not None and self.proc.alive() and started_by(pgid, worker):
             self.commands.add(pgid)
         elif os.path.exists(f"/proc/{pgid}"):  # a live process that is not ours; a command
             # that already ended (read after the fact) needs no kill and no warning
-            self.emit({"type": "warning", "batch": self.batch,
-                       "message": f"ignored process group {pgid} named in the progress file: "
-                                  "not a command of this worker"})
+            self.emit(WarningEvent(batch=self.batch,
+                                   message=f"ignored process group {pgid} named in the "
+                                           "progress file: not a command of this worker"))
 
     def result(self) -> Delivery:
         return delivery(self.assignment, self._read())
@@ -335,6 +357,6 @@ class ProcessBackend:
                 self.fallback = InProcessBackend(self.prepare, self.cancel)
                 self.warn(f"worker processes could not be started ({exc}); "
                                      "running sequentially in-process")
-                self.emit({"type": "fallback_sequential", "reason": str(exc)})
+                self.emit(FallbackSequentialEvent(reason=str(exc)))
         self.in_process(assignment)
         return self.fallback.run(assignment)

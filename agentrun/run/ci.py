@@ -27,6 +27,7 @@ from typing import Any
 from agentrun import gitcli, workspace
 from agentrun.audit.runner import ModelAccess
 from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, CannotStart
+from agentrun.core.events import EventSink
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import RunStatus, Status
 from agentrun.plan import Batch, Plan, Wave
@@ -37,7 +38,7 @@ from agentrun.run.assignment import ci_branch
 from agentrun.run.ci_backend import CIResultsBackend
 from agentrun.run.options import RunOptions
 from agentrun.run.orchestrator import Orchestrator
-from agentrun.run.record import EventSink, new_run_id
+from agentrun.run.record import new_run_id
 from agentrun.spec.model import Spec
 
 RESULT_HINT = ("pass the result JSON files the wave's `agentrun worker --spec ... --out FILE` "

@@ -26,6 +26,15 @@ from typing import Generic, TypeVar
 
 from agentrun import gitcli, workspace
 from agentrun.core.errors import EXIT_FAILED, AgentrunError
+from agentrun.core.events import (
+    BaseCheckDoneEvent,
+    BaseCheckStartEvent,
+    IntegrationFailedEvent,
+    IntegrationPassedEvent,
+    IntegrationStartEvent,
+    IntegrationStepEvent,
+    WarningEvent,
+)
 from agentrun.core.status import Status, StopReason
 from agentrun.plan import Batch
 from agentrun.protocol import SandboxSettings
@@ -284,11 +293,11 @@ class Integration:
         if self.checker is None:
             return
         command = self.checker.command
-        self.record.emit({"type": "base_check_start", "command": command, "commit": base})
+        self.record.emit(BaseCheckStartEvent(command=command, commit=base))
         started = time.monotonic()
         result = self.checker.run_on(base, [])
-        self.record.emit({"type": "base_check_done", "ok": bool(result and result.ok),
-                          "seconds": round(time.monotonic() - started, 3)})
+        self.record.emit(BaseCheckDoneEvent(ok=bool(result and result.ok),
+                                            seconds=round(time.monotonic() - started, 3)))
         if self.checker.cancel.is_set() or result is None or result.ok \
                 or no_tests_yet(result):
             return
@@ -302,7 +311,7 @@ class Integration:
         warning = (f"`{command}` fails on the base commit {base[:12]} already; merged results "
                    "are judged by no new failures (--allow-failing-base)")
         self.state.warnings.append(warning)
-        self.record.emit({"type": "warning", "message": warning})
+        self.record.emit(WarningEvent(message=warning))
 
     def after_wave(self, label: str, base: str, landed: list[Batch]) -> bool:
         """Check the wave `landed` merged onto `base`; True when the run must stop.
@@ -321,16 +330,16 @@ class Integration:
             check = IntegrationCheck(wave=label, command=self.checker.command, commit=head,
                                      base=base, ok=False)
         else:
-            self.record.emit({"type": "integration_start", "wave": label,
-                              "command": self.checker.command, "commit": head})
+            self.record.emit(IntegrationStartEvent(wave=label, command=self.checker.command,
+                                                   commit=head))
             checks = itertools.count(1)  # the wave's own: the whole, then the search
-            self.checker.on_check = lambda _n, merged: self.record.emit(
-                {"type": "integration_step", "wave": label, "check": next(checks),
-                 "groups": [g for m in merged for g in m.groups]}, record=False)
+            self.checker.on_check = lambda _n, merged: self.record.emit(IntegrationStepEvent(
+                wave=label, check=next(checks), groups=tuple(g for m in merged for g in m.groups)),
+                record=False)
             check = self.checker.check(label, base, head, merges)
         self.state.integration.append(check)
         if check.ok:
-            self.record.emit({"type": "integration_passed", "wave": label, "commit": head})
+            self.record.emit(IntegrationPassedEvent(wave=label, commit=head))
         elif cancel.is_set():
             check.note = "interrupted before the check finished"
             self._set_aside(check, groups, head, Status.INTERRUPTED,
@@ -340,11 +349,11 @@ class Integration:
             undo = self._set_aside(check, groups, head, Status.FAILED, why)
             self.state.stop_reason = StopReason.INTEGRATION
             self.state.warnings.append(f"{why}; {undo}")
-            self.record.emit({"type": "integration_failed", "wave": check.wave,
-                              "culprits": check.culprits, "base_fails": check.base_fails,
-                              "restored": check.restored, "branches": check.kept_branches,
-                              "output": check.output})
-            self.record.emit({"type": "warning", "message": f"{why}; {undo}"})
+            self.record.emit(IntegrationFailedEvent(
+                wave=check.wave, culprits=tuple(map(tuple, check.culprits)),
+                base_fails=check.base_fails,
+                restored=check.restored, branches=tuple(check.kept_branches), output=check.output))
+            self.record.emit(WarningEvent(message=f"{why}; {undo}"))
         self.record.save()
         return not check.ok and not cancel.is_set()
 

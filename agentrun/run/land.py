@@ -20,6 +20,7 @@ from pathlib import Path
 
 from agentrun import workspace
 from agentrun.core.errors import AgentrunError
+from agentrun.core.events import KeptWorktreeEvent, MergeConflictEvent, MergedEvent, WarningEvent
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import Status, StopReason
 from agentrun.plan import Batch
@@ -73,8 +74,8 @@ class Lander:
             self.target.left_at(merged.commit)
             for gid in ids:
                 self.state.groups[gid].merge_commit = merged.commit
-            self.record.emit({"type": "merged", "batch": batch_id, "commit": merged.commit,
-                              "started": started})
+            self.record.emit(MergedEvent(batch=batch_id, commit=merged.commit,
+                                         started=started))
         else:
             for gid in ids:
                 g = self.state.groups[gid]
@@ -82,9 +83,10 @@ class Lander:
                 g.error = (f"merge conflict in {', '.join(merged.conflicts)}"
                            if merged.conflicts else merged.message if merged.in_the_way
                            else f"merge failed: {merged.message}")
-            self.record.emit({"type": "merge_conflict", "batch": batch_id,
-                              "conflicts": merged.conflicts, "message": merged.message,
-                              "in_the_way": merged.in_the_way, "started": started})
+            self.record.emit(MergeConflictEvent(batch=batch_id, conflicts=tuple(merged.conflicts),
+                                                message=merged.message,
+                                                in_the_way=tuple(merged.in_the_way),
+                                                started=started))
         self.record.save()
         return merged.ok
 
@@ -99,8 +101,9 @@ class Lander:
             if not groups or not groups[0].worktree or batch.id in self.removing:
                 continue
             if not self.landed_whole(batch):
-                self.record.emit({"type": "kept_worktree", "batch": batch.id,
-                                  "worktree": groups[0].worktree, "branch": groups[0].branch})
+                self.record.emit(KeptWorktreeEvent(batch=batch.id,
+                                                   worktree=groups[0].worktree,
+                                                   branch=groups[0].branch))
                 continue
             self.remove_soon(batch)
 
@@ -129,8 +132,8 @@ class Lander:
         for batch, wt, future in removing.values():
             error = future.result()
             if error is not None:
-                self.record.emit({"type": "warning", "message": f"could not remove worktree "
-                                  f"{wt.path}: {error}"})
+                self.record.emit(WarningEvent(
+                    message=f"could not remove worktree {wt.path}: {error}"))
                 continue
             for gid in batch.ids:
                 self.state.groups[gid].worktree = None

@@ -16,6 +16,23 @@ from pathlib import Path
 
 from agentrun import processes, telemetry, workspace
 from agentrun.core.errors import AgentrunError, CannotStart, NoSpace, no_space
+from agentrun.core.events import (
+    BaseEvent,
+    BlockedEvent,
+    CommittedEvent,
+    ErrorInfo,
+    EventSink,
+    InterruptEvent,
+    RemovedLeftoverEvent,
+    RunDoneEvent,
+    RunStartEvent,
+    SkipEvent,
+    WarningEvent,
+    WaveAggregatedEvent,
+    WaveDoneEvent,
+    WaveStartEvent,
+    WorkerStartEvent,
+)
 from agentrun.core.fsutil import relpath, remove_stale_temps
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import RunStatus, Status, StopReason
@@ -46,7 +63,7 @@ from agentrun.run.leftovers import sweep
 from agentrun.run.options import RunOptions
 from agentrun.run.own_files import commit_message, commit_own_changes
 from agentrun.run.ratelimit import RateLimitStop
-from agentrun.run.record import EventSink, Recorder, control_dir, new_run_id, now_text
+from agentrun.run.record import Recorder, control_dir, new_run_id, now_text
 from agentrun.run.review_step import ReviewStep, review_position
 from agentrun.run.session import cancel_on_signals, preflight, run_lock
 from agentrun.run.spending import Spending, spent_so_far
@@ -114,7 +131,7 @@ class Orchestrator:
                               warn=lambda text: self.state.warnings.append(text),
                               in_process=lambda a: self._allow(a, alone=True))
 
-    def _relay(self, event: dict, record: bool = True) -> None:
+    def _relay(self, event: BaseEvent, record: bool = True) -> None:
         """A worker's progress: its model turns count against the spending cap, and a rate
         limit it stopped on stops the run."""
         self.spending.observe(event)
@@ -151,16 +168,17 @@ class Orchestrator:
                 self._stop_for_space(full)
                 raise full from None
 
-    def _announce(self, check_base: bool, extra: dict[str, str]) -> None:
+    def _announce(self, check_base: bool, aggregate_wave: str | None) -> None:
         """The run starts its waves: `Waves.start`."""
         self.backend.warm_up()  # e.g. the worker processes' server imports while we check
         if check_base:
             self.integration.check_base(self.state.base_commit,
                                         self.options.allow_failing_base)
-        self.record.emit({"type": "run_start", "run_id": self.run_id, "spec": self.spec.id,
-                          "mode": self.plan.mode, "waves": len(self.plan.waves),
-                          "run_dir": str(self.run_dir),
-                          "sandbox": self.options.sandbox_description, **extra})
+        self.record.emit(RunStartEvent(run_id=self.run_id, spec=self.spec.id,
+                                       mode=self.plan.mode, waves=len(self.plan.waves),
+                                       run_dir=str(self.run_dir),
+                                       sandbox=self.options.sandbox_description,
+                                       aggregate_wave=aggregate_wave))
 
     @contextlib.contextmanager
     def _session(self, continuing: RunState | None = None) -> Iterator[None]:
@@ -171,28 +189,28 @@ class Orchestrator:
         if continuing is not None:
             self._on_branch_of(continuing)
         with run_lock(self.root, self.run_id), cancel_on_signals(
-                self.cancel, lambda name: self.record.emit({"type": "interrupt",
-                                                            "signal": name})):
+                self.cancel, lambda name: self.record.emit(InterruptEvent(signal=name))):
             for path in (self.spec.path, self.project.state_md, self.state_file):
                 remove_stale_temps(path)  # a killed run's half-done writes: ours to clear
             self.record.open_events()
             try:
-                for path in sweep(self.root, self.project.runs_dir, self.run_id):
-                    self.record.emit({"type": "removed_leftover", "path": path})
+                for removed in sweep(self.root, self.project.runs_dir, self.run_id):
+                    self.record.emit(RemovedLeftoverEvent(path=removed))
                 for note in checked.notes:
                     self.notes.append(note)
-                    self.record.emit({"type": "warning", "message": note})
+                    self.record.emit(WarningEvent(message=note))
                 commit = commit_own_changes(self.root, self.spec, own)
                 if commit:
-                    self.record.emit({"type": "committed", "commit": commit, "paths": own,
-                                      "message": commit_message(self.spec, self.root, own)})
+                    self.record.emit(CommittedEvent(
+                        commit=commit, paths=tuple(own),
+                        message=commit_message(self.spec, self.root, own)))
                 yield
             except BaseException as exc:
                 # a run this process recorded as running says how it ended (a refusal before
                 # its first checkpoint, such as a failing base, recorded nothing to correct)
                 if self.record.saved and self._state is not None \
                         and self._state.finished is None:
-                    self._stopped(f"stopped: {_described(exc)}")
+                    self._stopped(f"stopped: {_described(exc)}", kind=type(exc).__name__)
                 raise
             finally:
                 self.record.close_events()
@@ -283,7 +301,7 @@ class Orchestrator:
             changed = scheduler.changed_groups(state, old, self.schedule.dependencies)
             for note in scheduler.adopt(state, old, self._landed, changed):
                 state.warnings.append(note)
-                self.record.emit({"type": "warning", "message": note})
+                self.record.emit(WarningEvent(message=note))
             if state.integration_command:
                 self.unchecked = scheduler.unchecked(state, old)
             self.adopter = take_over(self.root, self.spec, state, old, self.record.emit,
@@ -321,17 +339,16 @@ class Orchestrator:
         triage = self.schedule.triage(state, wave)
         for batch in wave.batches:
             if batch.id in triage.skipped:
-                emit({"type": "skip", "batch": batch.id, "reason": "already complete"})
+                emit(SkipEvent(batch=batch.id, reason="already complete"))
             elif batch.id in triage.blocked:
                 blockers = triage.blocked[batch.id]
                 for gid in batch.ids:
                     group = state.groups[gid]
                     group.status = Status.BLOCKED
                     group.error = f"dependency {', '.join(blockers)} did not complete"
-                emit({"type": "blocked", "batch": batch.id, "groups": batch.ids,
-                      "by": blockers})
-        emit({"type": "wave_start", "wave": wave.label, "number": wave.number,
-              "batches": [b.id for b in triage.todo]})
+                emit(BlockedEvent(batch=batch.id, groups=tuple(batch.ids), by=tuple(blockers)))
+        emit(WaveStartEvent(wave=wave.label, number=wave.number,
+                            batches=tuple(b.id for b in triage.todo)))
         # without a check of the merged result, a worktree goes as soon as its work lands
         landing = WaveLanding(self.lander, self.schedule.landing_order(triage.todo),
                               remove_early=self.integration.checker is None)
@@ -355,7 +372,7 @@ class Orchestrator:
         self.record.save()
         ran = [g for b in triage.todo for g in b.ids]
         failed = [g for g in ran if state.groups[g].status == Status.FAILED]
-        emit({"type": "wave_done", "wave": wave.label, "failed": failed})
+        emit(WaveDoneEvent(wave=wave.label, failed=tuple(failed)))
         if self.cancel.is_set():
             return False
         if broken or self.target.stopped:  # the failure rules do not apply
@@ -402,9 +419,10 @@ class Orchestrator:
                       "--resume`" if self.state_file.exists() else
                       "free some space on that disk, then run again")
         self._stopped(f"stopped: {error.message}",
-                      f"free disk space, then `agentrun run {self.spec.id} --resume`")
+                      f"free disk space, then `agentrun run {self.spec.id} --resume`",
+                      kind=type(error).__name__)
 
-    def _stopped(self, why: str, next_step: str | None = None) -> None:
+    def _stopped(self, why: str, next_step: str | None = None, *, kind: str) -> None:
         """The run ends here, by an error rather than by its own end: it is `interrupted`
         (its unfinished groups too, for `--resume`), saying why, in the checkpoint, STATE.md
         and the run record — as far as each can still be written (every write is atomic:
@@ -430,8 +448,8 @@ class Orchestrator:
         with contextlib.suppress(Exception):
             self.record.write_html(control_dir(self.root, self.run_id))
         with contextlib.suppress(Exception):
-            self.record.emit({"type": "run_done", "status": state.status,
-                              "run_dir": str(self.run_dir), "error": why})
+            self.record.emit(RunDoneEvent(status=state.status, run_dir=str(self.run_dir),
+                                          error=ErrorInfo(type=kind, message=why)))
 
     def prepare(self, batch: Batch, base: str) -> Assignment:
         """A local worker's worktree, branch and assignment file; its groups now run."""
@@ -462,8 +480,9 @@ class Orchestrator:
             g = self.state.groups[gid]
             g.status, g.branch, g.worktree = Status.RUNNING, assignment.branch, \
                 assignment.worktree
-        self.record.emit({"type": "worker_start", "batch": batch.id, "groups": batch.ids,
-                          "worktree": assignment.worktree, "branch": assignment.branch})
+        self.record.emit(WorkerStartEvent(batch=batch.id, groups=tuple(batch.ids),
+                                          worktree=assignment.worktree,
+                                          branch=assignment.branch))
         return assignment
 
     def _allow(self, assignment: Assignment, alone: bool) -> None:
@@ -563,10 +582,9 @@ class Orchestrator:
             self.record.commit_report()
             self.target.left_at()
         report = self.record.write_html(control_dir(self.root, self.run_id))
-        self.record.emit({"type": "run_done", "status": state.status,
-                          "run_dir": str(self.run_dir), "tokens": state.usage.total,
-                          "cost_usd": state.cost_usd,
-                          **({"report": str(report)} if report else {})})
+        self.record.emit(RunDoneEvent(status=state.status, run_dir=str(self.run_dir),
+                                      tokens=state.usage.total, cost_usd=state.cost_usd,
+                                      report=str(report) if report else None))
         return state
 
 
@@ -610,11 +628,11 @@ class Waves:
         waves = self._orch.plan.waves
         return None if self.interrupted or self._next >= len(waves) else waves[self._next]
 
-    def start(self, *, check_base: bool, **announce: str) -> None:
-        """Announce the run (`run_start`, with `announce` added), after the validation command
-        checked the base commit when `check_base`; a run starting at wave 1 records itself
-        running."""
-        self._orch._announce(check_base, announce)
+    def start(self, *, check_base: bool, aggregate_wave: str | None = None) -> None:
+        """Announce the run (`run_start`; `aggregate_wave`: the wave a CI aggregate takes in),
+        after the validation command checked the base commit when `check_base`; a run
+        starting at wave 1 records itself running."""
+        self._orch._announce(check_base, aggregate_wave)
         if self._next == 0:
             self._orch.record.save(progress=scheduler.wave_progress(1, len(self._orch.plan.waves)),
                                    status="running")
@@ -654,5 +672,5 @@ class Waves:
         orch.record.write_result()
         orch.record.write_html()  # this wave's report (the CI artifact agentrun-report-waveN)
         orch.record.commit_report(message)
-        orch.record.emit({"type": "wave_aggregated", "wave": done.label, "next_wave": nxt.label})
+        orch.record.emit(WaveAggregatedEvent(wave=done.label, next_wave=nxt.label))
         return state

@@ -10,10 +10,9 @@ ends with `stop_reason: rate_limited`, resumable with `--resume` once the limit 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from agentrun.core.events import AgentRateLimitedEvent, BaseEvent, EventSink, RateLimitStopEvent
 from agentrun.run.backends import WorkerHandle
-from agentrun.run.record import EventSink
 
 
 class RateLimitStop:
@@ -24,15 +23,15 @@ class RateLimitStop:
         self.error: str | None = None  # the first limit met, as the worker put it
         self.batch: str | None = None
 
-    def observe(self, event: Mapping[str, Any]) -> None:
+    def observe(self, event: BaseEvent) -> None:
         """A relayed progress event: a worker stopped on a rate limit."""
-        if event.get("type") == "agent_rate_limited":
-            self.hit(str(event.get("batch") or "?"), str(event.get("error") or "rate limited"))
+        if isinstance(event, AgentRateLimitedEvent):
+            self.hit(event.batch, event.error)
 
     def hit(self, batch: str, error: str) -> None:
         if self.error is None:
             self.error, self.batch = error, batch
-            self.emit({"type": "rate_limit_stop", "batch": batch, "error": error})
+            self.emit(RateLimitStopEvent(batch=batch, error=error))
 
     def closed(self) -> bool:
         return self.error is not None

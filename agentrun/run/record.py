@@ -8,16 +8,14 @@ commit) is decided in one place and the other parts only say what happened.
 from __future__ import annotations
 
 import contextlib
-import json
 import secrets
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 from agentrun import workspace
 from agentrun.core.errors import NoSpace, no_space
+from agentrun.core.events import BaseEvent, EventSink, WarningEvent, dumps
 from agentrun.core.fsutil import (
     atomic_write_json,
     atomic_write_text,
@@ -32,14 +30,9 @@ from agentrun.report.summary import render_summary
 from agentrun.spec.model import Spec
 from agentrun.spec.writeback import set_frontmatter_value, upsert_section
 
-Event = dict[str, Any]
-# the version of the events' schema (docs/events.md): it changes only when a field changes its
-# meaning or goes, not when one is added
-EVENTS_VERSION = 1
 # space set aside for the last words of a run that meets a full disk (checkpoint, STATE.md)
 RESERVE_NAME = "space-reserve"
 RESERVE_BYTES = 512 * 1024
-EventSink = Callable[[Event], None]
 
 
 def now_text() -> str:
@@ -99,14 +92,12 @@ class Recorder:
         checkpoint and STATE.md can still say the run stopped."""
         (self.run_dir / RESERVE_NAME).unlink(missing_ok=True)
 
-    def emit(self, event: Event, record: bool = True) -> None:
-        """Pass an event on; `record=False` for the workers' own progress, which their
-        progress files already hold."""
-        event = {"v": EVENTS_VERSION, "t": round(time.time(), 3),
-                 **{k: value for k, value in event.items() if k != "v"}}
+    def emit(self, event: BaseEvent, record: bool = True) -> None:
+        """Write an event to the run record and pass it on; `record=False` for the progress of
+        the workers (their progress files hold it) and of the reviewer."""
         if record and self._events is not None:
             try:
-                self._events.write(json.dumps(event, default=str) + "\n")
+                self._events.write(dumps(event) + "\n")
                 self._events.flush()
             except OSError as exc:
                 if no_space(exc) is None:
@@ -150,7 +141,7 @@ class Recorder:
         except Exception as exc:  # noqa: BLE001 - a report is never worth the run's result
             if self.state is not None:
                 self.state.warnings.append(f"the HTML report was not written: {exc}")
-            self.emit({"type": "warning", "message": f"the HTML report was not written: {exc}"})
+            self.emit(WarningEvent(message=f"the HTML report was not written: {exc}"))
             return None
 
     def write_summary(self, when: str, status: str | None = None) -> None:

@@ -25,6 +25,15 @@ from typing import Any, Protocol
 from agentrun import workspace
 from agentrun.audit.runner import ModelAccess
 from agentrun.core.errors import AgentrunError, Interrupted
+from agentrun.core.events import (
+    BaseEvent,
+    FixDoneEvent,
+    FixStartEvent,
+    ReviewDoneEvent,
+    ReviewSkippedEvent,
+    ReviewStartEvent,
+    reviewed,
+)
 from agentrun.core.fsutil import atomic_write_json
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import RunStatus, Status, StopReason
@@ -139,8 +148,8 @@ class ReviewStep:
         if self._capped("the review", f"review it with `agentrun review {host.spec.id}`"):
             return False
         host.record.save()
-        host.record.emit({"type": "review_start", "spec": host.spec.id,
-                          "model": self._model(), "provider": self._provider()})
+        host.record.emit(ReviewStartEvent(spec=host.spec.id, model=self._model(),
+                                          provider=self._provider()))
         # the review records its verdict in the run's live state (saved by `_announce`)
         options = ReviewOptions(limits=s.limits, sandbox=s.sandbox, now=s.now,
                                 cancel=host.cancel, on_event=self._relay, state=self.state)
@@ -177,11 +186,12 @@ class ReviewStep:
         except AgentrunError:
             return ""
 
-    def _relay(self, event: dict[str, Any]) -> None:
-        """The reviewer's model turns, for the live display and `--events` (not the run's
-        record, as with a worker's own progress)."""
-        if event.get("type") in ("step", "tool"):  # review_step, review_tool
-            self.host.record.emit({**event, "type": f"review_{event['type']}"}, record=False)
+    def _relay(self, event: BaseEvent) -> None:
+        """The reviewer's model turns and tool calls, for the live display and `--events`
+        (not the run's record, as with a worker's own progress)."""
+        passed_on = reviewed(event)
+        if passed_on is not None:
+            self.host.record.emit(passed_on, record=False)
 
     def _capped(self, step: str, then: str) -> bool:
         """Whether the spending cap is reached: then `step` is not run, and the run ends
@@ -193,9 +203,9 @@ class ReviewStep:
         if not state.reviews:
             state.review_skipped = CAP_REACHED
         state.warnings.append(f"{step} was not run: {spending.summary()}; {then}")
-        self.host.record.emit({"type": "review_skipped", "step": step,
-                               "reason": StopReason.COST_CAP,
-                               "spent_usd": round(spending.spent, 6), "cap_usd": spending.cap})
+        self.host.record.emit(ReviewSkippedEvent(step=step, reason=StopReason.COST_CAP,
+                                                 spent_usd=round(spending.spent, 6),
+                                                 cap_usd=spending.cap))
         return True
 
     def _add(self, record: ReviewRecord) -> None:
@@ -208,10 +218,9 @@ class ReviewStep:
         HTML report shows them), and the state saved."""
         said = {k: v for k, v in (record.verdict or {}).items()
                 if k in ("criteria", "findings", "summary")}
-        self.host.record.emit({"type": "review_done", "result": record.result,
-                               "version": record.version, "error": record.error,
-                               "tokens": record.usage.total, "cost_usd": record.cost_usd,
-                               **said})
+        self.host.record.emit(ReviewDoneEvent(result=record.result, version=record.version,
+                                              error=record.error, tokens=record.usage.total,
+                                              cost_usd=record.cost_usd, **said))
         self.host.record.save()
 
     # -- one fix ----------------------------------------------------------------------------
@@ -231,7 +240,7 @@ class ReviewStep:
         state.waves.append(WaveState(number=len(state.waves) + 1, label=label, groups=[gid],
                                      status="running"))
         host.fix_groups[gid] = group
-        host.record.emit({"type": "fix_start", "batch": gid, "review": last.version})
+        host.record.emit(FixStartEvent(batch=gid, review=last.version))
         base = workspace.head_commit(host.root)
         landing = WaveLanding(host.lander, [batch])
         results = execute([batch], base, host.backend, max_parallel=1, cancel=host.cancel,
@@ -247,7 +256,7 @@ class ReviewStep:
                              summary=g.summary, error=g.error,
                              merged=ok and bool(g.merge_commit))
         self._respond(version, last, outcome)
-        host.record.emit({"type": "fix_done", "batch": gid, "status": g.status})
+        host.record.emit(FixDoneEvent(batch=gid, status=g.status))
         host.record.save()
         return ok and not host.cancel.is_set()
 

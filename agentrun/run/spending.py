@@ -25,29 +25,23 @@ from pathlib import Path
 from typing import Any
 
 from agentrun.agent.allowance import Grant
+from agentrun.core.events import (
+    AgentStepEvent,
+    BaseEvent,
+    CostCapEvent,
+    CostStopEvent,
+    CostWarningEvent,
+    EventSink,
+)
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import Status, StopReason
 from agentrun.core.usage import Usage
 from agentrun.providers.pricing import cost_usd
 from agentrun.report.execution_state import RunState
 from agentrun.run.backends import WorkerHandle
-from agentrun.run.record import EventSink
 
 WARN_AT = 0.8
 STOP_GRACE_S = 30.0  # after the stop, how long a worker inside a command has to reach a call
-_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
-
-
-def turn_usage(event: Mapping[str, Any]) -> Usage | None:
-    """The usage a worker's `step` progress event reports for one model turn (None when the
-    event carries none, or not as whole non-negative numbers: it is the worker's word)."""
-    raw = event.get("usage")
-    if not isinstance(raw, Mapping):
-        return None
-    values = [raw.get(k, 0) for k in _USAGE_KEYS]
-    if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values):
-        return None
-    return Usage(*values)
 
 
 class Spending:
@@ -80,14 +74,12 @@ class Spending:
     def _price(self, usage: Usage) -> float:
         return cost_usd(self.model, usage, self.pricing) or 0.0
 
-    def observe(self, event: Mapping[str, Any]) -> None:
-        """A relayed progress event: a model turn's usage adds to its worker's live sum."""
-        batch = event.get("batch")
-        if event.get("type") != "agent_step" or not isinstance(batch, str):
-            return
-        usage = turn_usage(event)
-        if usage is not None:
-            self.live[batch] = self.live.get(batch, Usage()) + usage
+    def observe(self, event: BaseEvent) -> None:
+        """A relayed progress event: a model turn's usage adds to its worker's live sum (the
+        worker's word, validated as whole non-negative numbers where the line was read)."""
+        if isinstance(event, AgentStepEvent) and event.usage is not None:
+            batch = event.batch
+            self.live[batch] = self.live.get(batch, Usage()) + Usage(**dict(event.usage))
             self._check()
 
     def settle(self, batch: str, result: WorkerResult) -> None:
@@ -121,12 +113,11 @@ class Spending:
         spent = self.spent
         if not self.warned and spent >= WARN_AT * self.cap:
             self.warned = True
-            self.emit({"type": "cost_warning", "spent_usd": round(spent, 6),
-                       "cap_usd": self.cap})
+            self.emit(CostWarningEvent(spent_usd=round(spent, 6), cap_usd=self.cap))
         if spent >= self.cap:
             self.reached = True
-            self.emit({"type": "cost_cap", "spent_usd": round(spent, 6), "cap_usd": self.cap,
-                       "running": sorted(self.files)})
+            self.emit(CostCapEvent(spent_usd=round(spent, 6), cap_usd=self.cap,
+                                   running=tuple(sorted(self.files))))
             now = time.monotonic()
             for batch in sorted(self.files):  # at once: a worker may be about to call
                 self._stop(batch, now)
@@ -174,7 +165,7 @@ class Spending:
         self.stopped[batch] = now
         self._grant(batch, Grant(self.grants.get(batch, Grant(0.0)).usd, final=True,
                                  stop=True))
-        self.emit({"type": "cost_stop", "batch": batch})
+        self.emit(CostStopEvent(batch=batch))
 
     # -- the gate of the execute loop -------------------------------------------------------
     def closed(self) -> bool:

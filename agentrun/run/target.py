@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentrun import workspace
+from agentrun.core.events import TargetMovedEvent, WarningEvent
 from agentrun.core.status import StopReason
 from agentrun.report.execution_state import RunState
 from agentrun.run.record import Recorder
@@ -79,7 +80,7 @@ class Target:
                 f"{self.state.target_branch} during it, kept: {'; '.join(shown[:5])}"
                 + (" ..." if len(shown) > 5 else ""))
         self.state.warnings.append(text)
-        self.record.emit({"type": "warning", "message": text})
+        self.record.emit(WarningEvent(message=text))
         self.state.target_head = head
 
     def stop(self, problem: str) -> None:
@@ -89,6 +90,5 @@ class Target:
                 f"back (`git switch {state.target_branch}`), then `agentrun run "
                 f"{state.spec_path} --resume` merges the finished work")
         state.warnings.append(text)
-        self.record.emit({"type": "target_moved", "message": text,
-                          "target": state.target_branch})
-        self.record.emit({"type": "warning", "message": text})
+        self.record.emit(TargetMovedEvent(message=text, target=state.target_branch))
+        self.record.emit(WarningEvent(message=text))

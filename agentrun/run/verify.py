@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentrun import workspace
+from agentrun.core.events import ProtectedChangeEvent, WorkerResultEvent
 from agentrun.core.fsutil import atomic_write_json
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import Status, StopReason
@@ -101,10 +102,10 @@ class Verifier:
             group.status = status
         result.status = Status.FAILED if status == Status.INTERRUPTED else status
         atomic_write_json(d.record_dir / "verified-result.json", result.model_dump())
-        self.record.emit({"type": "worker_result", "batch": d.batch, "groups": ids,
-                          "status": status, "error": result.error, "commits": len(actual),
-                          "tokens": result.usage.total,
-                          "cost_usd": result.cost_usd, "stop_reason": result.stop_reason})
+        self.record.emit(WorkerResultEvent(
+            batch=d.batch, groups=tuple(ids), status=status, error=result.error,
+            commits=len(actual), tokens=result.usage.total, cost_usd=result.cost_usd,
+            stop_reason=result.stop_reason))
         self.record.save()
         if d.merge_ref is not None:
             result.branch = d.merge_ref
@@ -118,9 +119,9 @@ class Verifier:
         links = functools.partial(workspace.symlinks_of, self.root, d.ref)
         for finding in self.policy.check_changes(changes, links):
             deviations.append(finding.reason())
-            self.record.emit({"type": "protected_change", "batch": d.batch, "groups": d.ids,
-                              "path": finding.path, "kind": finding.kind,
-                              "allowed": finding.allowed})
+            self.record.emit(ProtectedChangeEvent(batch=d.batch, groups=tuple(d.ids),
+                                                  path=finding.path, kind=finding.kind,
+                                                  allowed=finding.allowed))
             if not finding.allowed:
                 refused.append(finding.reason())
         if not refused:

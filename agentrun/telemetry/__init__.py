@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentrun.core.events import BaseEvent, EventSink
     from agentrun.telemetry.spans import RunTrace, WorkerTrace
 
-Event = dict[str, Any]
 EXTRA_HINT = "pip install 'agentrun-specflow[otel]'"
 _PROBLEMS: list[str] = []  # what went wrong with tracing in this process, said once each
 
@@ -87,13 +87,12 @@ def worker_trace(traceparent: str | None, *, batch: str, provider: str, model: s
                              executor=executor)
 
 
-def tee(sink: Callable[[Event], None] | None, trace: RunTrace | None
-        ) -> Callable[[Event], None] | None:
+def tee(sink: EventSink | None, trace: RunTrace | None) -> EventSink | None:
     """`sink`, with `trace` shown every event first (a trace never breaks the run)."""
     if trace is None:
         return sink
 
-    def both(event: Event) -> None:
+    def both(event: BaseEvent) -> None:
         trace.on_event(event)
         if sink is not None:
             sink(event)

@@ -20,9 +20,44 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from agentrun.core.events import (
+    AttemptEndEvent,
+    AttemptEvent,
+    BaseCheckDoneEvent,
+    BaseCheckStartEvent,
+    BaseEvent,
+    DoneEvent,
+    FixDoneEvent,
+    FixStartEvent,
+    IntegrationFailedEvent,
+    IntegrationPassedEvent,
+    IntegrationStartEvent,
+    MergeConflictEvent,
+    MergedEvent,
+    ReviewDoneEvent,
+    ReviewStartEvent,
+    ReviewStepEvent,
+    ReviewToolEvent,
+    RunDoneEvent,
+    RunStartEvent,
+    SetupDoneEvent,
+    SetupStartEvent,
+    StartEvent,
+    StepEvent,
+    ToolEvent,
+    ValidationEvent,
+    WarningEvent,
+    WaveDoneEvent,
+    WaveStartEvent,
+    WorkerResultEvent,
+    WorkerStartEvent,
+)
 from agentrun.telemetry.export import WORKER_FLUSH_S, pipeline
 
-Event = dict[str, Any]
+# an event that spans a time: it ended at `t`, began at `started`
+Timed = (StepEvent | ReviewStepEvent | ToolEvent | ReviewToolEvent | MergedEvent
+         | MergeConflictEvent | ValidationEvent)
+
 FAILED = {"failed", "aborted", "error", "interrupted", "blocked"}
 # the provider a coding-agent CLI calls (its own model calls, read from its stream)
 CLI_PROVIDER = {"claude-code": "anthropic", "codex": "openai"}
@@ -52,17 +87,12 @@ def _attrs(**values: Any) -> dict[str, Any]:
     return out
 
 
-def _usage(event: Event) -> dict[str, Any]:
-    usage = event.get("usage") if isinstance(event.get("usage"), dict) else {}
-
-    def count(name: str) -> int | None:
-        value = usage.get(name)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-    return {"gen_ai.usage.input_tokens": count("input_tokens"),
-            "gen_ai.usage.output_tokens": count("output_tokens"),
-            "gen_ai.usage.cache_read.input_tokens": count("cache_read_tokens"),
-            "gen_ai.usage.cache_creation.input_tokens": count("cache_write_tokens")}
+def _usage(event: StepEvent | ReviewStepEvent) -> dict[str, Any]:
+    usage = event.usage
+    return {"gen_ai.usage.input_tokens": usage and usage.input_tokens,
+            "gen_ai.usage.output_tokens": usage and usage.output_tokens,
+            "gen_ai.usage.cache_read.input_tokens": usage and usage.cache_read_tokens,
+            "gen_ai.usage.cache_creation.input_tokens": usage and usage.cache_write_tokens}
 
 
 class _Spans:
@@ -95,12 +125,12 @@ class _Spans:
         span.end(end_time=ns(when) or time.time_ns())
         return span
 
-    def whole(self, name: str, parent: Span | Context | None, event: Event,
+    def whole(self, name: str, parent: Span | Context | None, event: Timed,
               kind: SpanKind = SpanKind.INTERNAL, failed: bool | None = None,
               **attrs: Any) -> None:
         """A span that ended at the event's `t`, begun at its `started`."""
-        end = ns(event.get("t")) or time.time_ns()
-        begin = ns(event.get("started")) or end
+        end = ns(event.t) or time.time_ns()
+        begin = ns(event.started) or end
         key = ("whole", name, str(id(event)))
         self.start(key, name, parent, begin / 1e9, kind, **attrs)
         self.end(key, max(begin, end) / 1e9, failed)
@@ -110,8 +140,8 @@ class _Spans:
             self.end(key, failed=True if failed else None, why="ended unfinished")
 
 
-def _chat(spans: _Spans, parent: Span | Context | None, event: Event, provider: str,
-          model: str, **attrs: Any) -> None:
+def _chat(spans: _Spans, parent: Span | Context | None, event: StepEvent | ReviewStepEvent,
+          provider: str, model: str, **attrs: Any) -> None:
     """One model call (`gen_ai.operation.name` chat)."""
     spans.whole(f"chat {model}".strip(), parent, event, SpanKind.CLIENT,
                 gen_ai__operation__name="chat", gen_ai__system=provider,
@@ -119,9 +149,10 @@ def _chat(spans: _Spans, parent: Span | Context | None, event: Event, provider: 
                 **_usage(event), **attrs)
 
 
-def _tool(spans: _Spans, parent: Span | Context | None, event: Event) -> None:
-    name = str(event.get("name") or "tool")
-    spans.whole(f"execute_tool {name}", parent, event, failed=event.get("error") is True,
+def _tool(spans: _Spans, parent: Span | Context | None,
+          event: ToolEvent | ReviewToolEvent) -> None:
+    name = event.name or "tool"
+    spans.whole(f"execute_tool {name}", parent, event, failed=event.error,
                 gen_ai__operation__name="execute_tool", gen_ai__tool__name=name)
 
 
@@ -147,92 +178,88 @@ class RunTrace(_Spans):
         _PROPAGATOR.inject(carrier, trace.set_span_in_context(span))
         return carrier.get("traceparent", "")
 
-    def _group(self, batch: str, event: Event | None) -> Span:
+    def _group(self, batch: str, event: WorkerStartEvent | None) -> Span:
         wave = next(reversed(self.waves.values()), None) if self.waves else None
         return self.start(("group", batch), f"group {batch}", wave or self.root,
-                          (event or {}).get("t"), agentrun__batch=batch,
-                          agentrun__groups=(event or {}).get("groups"))
+                          event and event.t, agentrun__batch=batch,
+                          agentrun__groups=event and event.groups)
 
-    def on_event(self, e: Event) -> None:
+    def on_event(self, e: BaseEvent) -> None:
         with contextlib.suppress(Exception):  # a trace must never break the run
             self._on(e)
 
-    def _on(self, e: Event) -> None:
-        kind, t = e.get("type"), e.get("t")
-        batch = str(e.get("batch") or "")
-        wave = str(e.get("wave") or "")
-        if kind == "base_check_start":
-            self.start(("base",), "base check", self.root, t,
-                       agentrun__command=e.get("command"), agentrun__commit=e.get("commit"))
-        elif kind == "base_check_done":
-            self.end(("base",), t, failed=e.get("ok") is not True)
-        elif kind == "run_start":
-            self.root.set_attributes(_attrs(agentrun__waves=e.get("waves"),
-                                            agentrun__sandbox=e.get("sandbox")))
-        elif kind == "wave_start":
-            self.waves[wave] = self.start(("wave", wave), f"wave {wave}", self.root, t,
-                                          agentrun__wave=wave,
-                                          agentrun__batches=e.get("batches"))
-        elif kind == "wave_done":
-            failed = e.get("failed") or []
-            self.end(("wave", wave), t, failed=bool(failed), why=f"failed: {failed}",
-                     agentrun__failed=failed)
-        elif kind == "worker_start":
-            span = self.open.get(("group", batch)) or self._group(batch, e)
-            span.set_attributes(_attrs(agentrun__groups=e.get("groups"),
-                                       agentrun__branch=e.get("branch")))
-        elif kind == "worker_result":
-            status = str(e.get("status") or "")
-            self.end(("group", batch), t, failed=status in FAILED, why=e.get("error"),
-                     agentrun__status=status, agentrun__stop_reason=e.get("stop_reason"),
-                     agentrun__cost_usd=e.get("cost_usd"), agentrun__tokens=e.get("tokens"),
-                     agentrun__commits=e.get("commits"), agentrun__error=e.get("error"))
-        elif kind in ("merged", "merge_conflict"):
-            parent = next(reversed(self.waves.values()), None) if self.waves else None
-            self.whole("merge", parent or self.root, e, failed=kind != "merged",
-                       agentrun__batch=batch, agentrun__commit=e.get("commit"),
-                       agentrun__conflicts=e.get("conflicts"))
-        elif kind == "integration_start":
-            self.start(("check", wave), "integration check",
-                       self.waves.get(wave) or self.root, t, agentrun__wave=wave,
-                       agentrun__command=e.get("command"), agentrun__commit=e.get("commit"))
-        elif kind in ("integration_passed", "integration_failed"):
-            self.end(("check", wave), t, failed=kind == "integration_failed",
-                     agentrun__culprits=[" + ".join(map(str, c)) for c in
-                                         e.get("culprits") or [] if isinstance(c, list)])
-        elif kind == "review_start":
-            self.model = str(e.get("model") or "")
-            self.provider = str(e.get("provider") or "")
-            self.start(("review",), "review", self.root, t, gen_ai__operation__name=
-                       "invoke_agent", gen_ai__agent__name="code-reviewer",
-                       gen_ai__request__model=self.model)
-        elif kind == "review_step" and "started" in e:
-            _chat(self, self.open.get(("review",)) or self.root, e, self.provider or "",
-                  self.model)
-        elif kind == "review_tool":
-            _tool(self, self.open.get(("review",)) or self.root, e)
-        elif kind == "review_done":
-            self.end(("review",), t, failed=e.get("result") != "APPROVED",
-                     why=e.get("error") or str(e.get("result")),
-                     agentrun__result=e.get("result"), agentrun__cost_usd=e.get("cost_usd"),
-                     agentrun__tokens=e.get("tokens"),
-                     agentrun__findings=len(e.get("findings") or []))
-        elif kind == "fix_start":
-            self.waves[f"fix {batch}"] = self.start(("fix", batch), f"fix {batch}", self.root,
-                                                    t, agentrun__batch=batch)
-        elif kind == "fix_done":
-            self.waves.pop(f"fix {batch}", None)
-            self.end(("fix", batch), t, failed=e.get("status") != "complete",
-                     agentrun__status=e.get("status"))
-        elif kind == "warning":
-            self.root.add_event("warning", _attrs(message=e.get("message")),
-                                ns(t) or time.time_ns())
-        elif kind == "run_done":
-            status = str(e.get("status") or "")
-            self.root.set_attributes(_attrs(agentrun__status=status,
-                                            agentrun__cost_usd=e.get("cost_usd"),
-                                            agentrun__tokens=e.get("tokens")))
-            self.close(t, failed=status != "complete", why=status)
+    def _on(self, e: BaseEvent) -> None:  # noqa: C901 - one case an event type
+        t = e.t
+        match e:
+            case BaseCheckStartEvent():
+                self.start(("base",), "base check", self.root, t,
+                           agentrun__command=e.command, agentrun__commit=e.commit)
+            case BaseCheckDoneEvent():
+                self.end(("base",), t, failed=not e.ok)
+            case RunStartEvent():
+                self.root.set_attributes(_attrs(agentrun__waves=e.waves,
+                                                agentrun__sandbox=e.sandbox))
+            case WaveStartEvent():
+                self.waves[e.wave] = self.start(("wave", e.wave), f"wave {e.wave}", self.root,
+                                                t, agentrun__wave=e.wave,
+                                                agentrun__batches=e.batches)
+            case WaveDoneEvent():
+                self.end(("wave", e.wave), t, failed=bool(e.failed),
+                         why=f"failed: {list(e.failed)}", agentrun__failed=e.failed)
+            case WorkerStartEvent():
+                span = self.open.get(("group", e.batch)) or self._group(e.batch, e)
+                span.set_attributes(_attrs(agentrun__groups=e.groups,
+                                           agentrun__branch=e.branch))
+            case WorkerResultEvent():
+                self.end(("group", e.batch), t, failed=e.status in FAILED, why=e.error,
+                         agentrun__status=e.status, agentrun__stop_reason=e.stop_reason,
+                         agentrun__cost_usd=e.cost_usd, agentrun__tokens=e.tokens,
+                         agentrun__commits=e.commits, agentrun__error=e.error)
+            case MergedEvent() | MergeConflictEvent():
+                parent = next(reversed(self.waves.values()), None) if self.waves else None
+                commit, conflicts = (e.commit, None) if isinstance(e, MergedEvent) else \
+                    (None, e.conflicts)
+                self.whole("merge", parent or self.root, e, failed=conflicts is not None,
+                           agentrun__batch=e.batch, agentrun__commit=commit,
+                           agentrun__conflicts=conflicts)
+            case IntegrationStartEvent():
+                self.start(("check", e.wave), "integration check",
+                           self.waves.get(e.wave) or self.root, t, agentrun__wave=e.wave,
+                           agentrun__command=e.command, agentrun__commit=e.commit)
+            case IntegrationPassedEvent():
+                self.end(("check", e.wave), t, failed=False)
+            case IntegrationFailedEvent():
+                self.end(("check", e.wave), t, failed=True,
+                         agentrun__culprits=[" + ".join(c) for c in e.culprits])
+            case ReviewStartEvent():
+                self.model, self.provider = e.model, e.provider
+                self.start(("review",), "review", self.root, t, gen_ai__operation__name=
+                           "invoke_agent", gen_ai__agent__name="code-reviewer",
+                           gen_ai__request__model=self.model)
+            case ReviewStepEvent() if e.started is not None:
+                _chat(self, self.open.get(("review",)) or self.root, e, self.provider,
+                      self.model)
+            case ReviewToolEvent():
+                _tool(self, self.open.get(("review",)) or self.root, e)
+            case ReviewDoneEvent():
+                self.end(("review",), t, failed=e.result != "APPROVED",
+                         why=e.error or e.result, agentrun__result=e.result,
+                         agentrun__cost_usd=e.cost_usd, agentrun__tokens=e.tokens,
+                         agentrun__findings=len(e.findings or ()))
+            case FixStartEvent():
+                self.waves[f"fix {e.batch}"] = self.start(("fix", e.batch), f"fix {e.batch}",
+                                                          self.root, t, agentrun__batch=e.batch)
+            case FixDoneEvent():
+                self.waves.pop(f"fix {e.batch}", None)
+                self.end(("fix", e.batch), t, failed=e.status != "complete",
+                         agentrun__status=e.status)
+            case WarningEvent():
+                self.root.add_event("warning", _attrs(message=e.message), ns(t) or time.time_ns())
+            case RunDoneEvent():
+                self.root.set_attributes(_attrs(agentrun__status=e.status,
+                                                agentrun__cost_usd=e.cost_usd,
+                                                agentrun__tokens=e.tokens))
+                self.close(t, failed=e.status != "complete", why=e.status)
 
     def close(self, when: Any = None, failed: bool = True, why: str = "") -> None:
         """End every open span and the root (an exception or interrupt ends it unfinished),
@@ -265,42 +292,40 @@ class WorkerTrace(_Spans):
         found = [s for k, s in self.open.items() if k[0] == "attempt"]
         return found[-1] if found else self.parent
 
-    def on_event(self, e: Event) -> None:
+    def on_event(self, e: BaseEvent) -> None:
         with contextlib.suppress(Exception):  # a trace must never break the worker
             self._on(e)
 
-    def _on(self, e: Event) -> None:
-        kind, t = e.get("type"), e.get("t")
-        if kind == "start":
-            self.model = str(e.get("model") or self.model)
-        elif kind == "setup_start":
-            self.start(("setup",), "worktree set-up", self.parent, t,
-                       agentrun__command=e.get("command"))
-        elif kind == "setup_done":
-            self.end(("setup",), t)
-        elif kind == "attempt":
-            number = str(e.get("attempt"))
-            self.start(("attempt", number), f"invoke_agent {e.get('agent') or 'worker'}",
-                       self.parent, t, gen_ai__operation__name="invoke_agent",
-                       gen_ai__agent__name=e.get("agent"), gen_ai__request__model=self.model,
-                       gen_ai__provider__name=self.provider, agentrun__batch=self.batch,
-                       agentrun__attempt=e.get("attempt"), agentrun__executor=self.executor)
-        elif kind == "attempt_end":
-            status = str(e.get("status") or "")
-            self.end(("attempt", str(e.get("attempt"))), t, failed=status != "complete",
-                     why=e.get("error"), agentrun__status=status,
-                     agentrun__stop_reason=e.get("stop_reason"),
-                     agentrun__retry=e.get("retry"))
-        elif kind == "step" and "started" in e:
-            _chat(self, self._attempt(), e, self.provider, self.model,
-                  agentrun__step=e.get("step"))
-        elif kind == "tool":
-            _tool(self, self._attempt(), e)
-        elif kind == "validation":
-            self.whole("validation", self._attempt(), e, failed=e.get("ok") is not True,
-                       agentrun__condition=e.get("condition"))
-        elif kind == "done":
-            self.close(failed=False)
+    def _on(self, e: BaseEvent) -> None:
+        t = e.t
+        match e:
+            case StartEvent():
+                self.model = e.model or self.model
+            case SetupStartEvent():
+                self.start(("setup",), "worktree set-up", self.parent, t,
+                           agentrun__command=e.command)
+            case SetupDoneEvent():
+                self.end(("setup",), t)
+            case AttemptEvent():
+                self.start(("attempt", str(e.attempt)), f"invoke_agent {e.agent or 'worker'}",
+                           self.parent, t, gen_ai__operation__name="invoke_agent",
+                           gen_ai__agent__name=e.agent, gen_ai__request__model=self.model,
+                           gen_ai__provider__name=self.provider, agentrun__batch=self.batch,
+                           agentrun__attempt=e.attempt, agentrun__executor=self.executor)
+            case AttemptEndEvent():
+                self.end(("attempt", str(e.attempt)), t, failed=e.status != "complete",
+                         why=e.error, agentrun__status=e.status,
+                         agentrun__stop_reason=e.stop_reason, agentrun__retry=e.retry)
+            case StepEvent() if e.started is not None:
+                _chat(self, self._attempt(), e, self.provider, self.model,
+                      agentrun__step=e.step)
+            case ToolEvent():
+                _tool(self, self._attempt(), e)
+            case ValidationEvent():
+                self.whole("validation", self._attempt(), e, failed=not e.ok,
+                           agentrun__condition=e.condition)
+            case DoneEvent():
+                self.close(failed=False)
 
     def close(self, failed: bool = True) -> None:
         if self.closed:
