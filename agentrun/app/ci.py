@@ -26,12 +26,12 @@ from agentrun.core.errors import BadInput, CannotStart
 from agentrun.core.fsutil import relpath
 
 if TYPE_CHECKING:
+    from agentrun.core.events import EventSink
     from agentrun.core.results import WorkerResult
     from agentrun.plan import Batch, Plan
     from agentrun.project import Project
     from agentrun.report.execution_state import RunState
     from agentrun.run.ci import Aggregation
-    from agentrun.run.record import EventSink
     from agentrun.spec.model import Spec
 
 

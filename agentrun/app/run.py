@@ -28,12 +28,12 @@ from agentrun.app.requests import (
 from agentrun.core.errors import EXIT_FAILED, AgentrunError
 
 if TYPE_CHECKING:
+    from agentrun.core.events import EventSink
     from agentrun.plan import Plan
     from agentrun.project import Project
     from agentrun.protocol import SandboxSettings, SetupSettings
     from agentrun.report.execution_state import RunState
     from agentrun.run.orchestrator import Orchestrator
-    from agentrun.run.record import EventSink
     from agentrun.sandbox.choice import SandboxChoice
     from agentrun.spec.model import Spec
 

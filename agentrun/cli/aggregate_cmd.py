@@ -15,7 +15,7 @@ from agentrun.cli.run_cmd import Events, Junit, Script
 if TYPE_CHECKING:
     from agentrun.app.ci import Aggregated
     from agentrun.cli.output import Output
-    from agentrun.run.record import EventSink
+    from agentrun.core.events import EventSink
 
 AGGREGATE_HELP = """Aggregate one wave of CI worker jobs into the checked-out branch.
 

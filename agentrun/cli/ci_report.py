@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from agentrun.core.errors import BadInput
 
 if TYPE_CHECKING:  # the event classes load with the run: `--help` does not need pydantic
+    from agentrun.cli.output import Output
     from agentrun.core.events import BaseEvent
     from agentrun.report.execution_state import RunState
     from agentrun.spec.model import Spec
@@ -32,7 +33,7 @@ class EventStream:
     stops the stream, not the run.
     """
 
-    def __init__(self, target: str | None, out=None) -> None:
+    def __init__(self, target: str | None, out: Output | None = None) -> None:
         self.target = target
         self.out = out
         self.forward: Callable[[BaseEvent], None] = lambda event: None
@@ -98,7 +99,7 @@ class EventStream:
 
 @contextlib.contextmanager
 def event_stream(target: str | None, forward: Callable[[BaseEvent], None] | None = None,
-                 out=None) -> Iterator[EventStream]:
+                 out: Output | None = None) -> Iterator[EventStream]:
     """An `EventStream` to `target` for the length of the block, which ends with a
     `run_done` event even when the block raises."""
     stream = EventStream(target, out)
@@ -113,7 +114,7 @@ def event_stream(target: str | None, forward: Callable[[BaseEvent], None] | None
         stream.close()
 
 
-def publish_reports(out, state: RunState, spec: Spec, junit: Path | None,
+def publish_reports(out: Output, state: RunState, spec: Spec, junit: Path | None,
                     settled: Collection[str] = ()) -> None:
     """JUnit XML when asked for, and the GitHub summary/annotations when running there.
 

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
@@ -78,6 +78,11 @@ from agentrun.core.events import (
 )
 from agentrun.core.usage import Usage
 from agentrun.providers.pricing import cost_usd
+
+if TYPE_CHECKING:
+    from rich.console import Group, RenderableType
+    from rich.live import Live
+    from rich.table import Table
 
 QUEUED = "queued"  # in a wave, waiting for a free slot under --max-parallel
 BASE_CHECK = "base check"  # the row of the validation command on the run's base commit
@@ -517,7 +522,7 @@ class LiveProgress(Progress):
                 self._live.update(self._render())
                 self._live.__exit__(None, None, None)
 
-    def _start(self):
+    def _start(self) -> Live:
         from rich.live import Live
 
         live = Live(self._render(), console=self.out.stderr, refresh_per_second=8,
@@ -558,7 +563,7 @@ class LiveProgress(Progress):
             if line:
                 self._live.console.print(f"[yellow]{escape(line)}[/yellow]")
 
-    def _render(self):
+    def _render(self) -> Group:
         from rich.console import Group
         from rich.progress_bar import ProgressBar
         from rich.table import Table
@@ -603,7 +608,7 @@ def clock(seconds: float) -> str:
     return f"{minutes}m {secs:02d}s" if minutes < 60 else f"{minutes // 60}h {minutes % 60:02d}m"
 
 
-def _line(*cells):
+def _line(*cells: RenderableType) -> Table:
     from rich.table import Table
 
     grid = Table.grid()

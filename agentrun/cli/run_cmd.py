@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from agentrun.cli.ci_report import EventStream
     from agentrun.cli.live import Progress
     from agentrun.cli.output import Output
+    from agentrun.core.events import EventSink
     from agentrun.providers.catalog import ProviderConfig
     from agentrun.report.execution_state import RunState
     from agentrun.run.orchestrator import Orchestrator
-    from agentrun.run.record import EventSink
     from agentrun.spec.model import Spec
 
 SANDBOX_HELP = ("Confine model-issued commands with bubblewrap: auto (where it works), on "

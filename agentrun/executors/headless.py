@@ -54,7 +54,7 @@ class CliStream:
     JSON (the last 20) are kept to explain a CLI that ends without finishing its turn."""
 
     emit: EventSink  # progress for the live display
-    record: Callable[..., None]  # the worker's transcript
+    record: Callable[..., object]  # the worker's transcript
     group: str
     guard: CliGuard | None = None  # the worker's limits, told of tokens and tool results
     session: str | None = None  # the CLI's session id, to resume it

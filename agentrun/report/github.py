@@ -15,7 +15,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol
 
 from agentrun.core.errors import BadInput
 from agentrun.core.fsutil import relpath
@@ -23,6 +23,15 @@ from agentrun.core.status import RunStatus
 from agentrun.report.escape import inline
 from agentrun.report.execution_state import RunState
 from agentrun.report.summary import STATUS_MARK, format_cost, review_outcome, review_words
+
+
+class Stream(Protocol):
+    """Where annotations go: stderr, or what the command's output layer gives for its log."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
 
 GROUP_LEVEL = {"failed": "error", "interrupted": "error", "partial": "warning",
                "blocked": "warning"}
@@ -153,7 +162,7 @@ def audit_summary_markdown(results: Iterable[Any]) -> str:
 # --- publishing ------------------------------------------------------------------------------
 
 def publish(markdown: str, annotations: list[str], env: Mapping[str, str] | None = None,
-            stream: TextIO | None = None) -> None:
+            stream: Stream | None = None) -> None:
     """Append `markdown` to the step summary and print `annotations`, each only on GitHub.
 
     The summary file belongs to the runner and is appended to (not replaced), as it expects.
@@ -172,13 +181,13 @@ def publish(markdown: str, annotations: list[str], env: Mapping[str, str] | None
 
 def publish_run(state: RunState, title: str = "", group_lines: Mapping[str, int | None] | None
                 = None, env: Mapping[str, str] | None = None,
-                stream: TextIO | None = None) -> None:
+                stream: Stream | None = None) -> None:
     publish(run_summary_markdown(state, title, env), run_annotations(state, group_lines), env,
             stream)
 
 
 def publish_audit(results: Iterable[Any], env: Mapping[str, str] | None = None,
-                  stream: TextIO | None = None, root: Path | None = None) -> None:
+                  stream: Stream | None = None, root: Path | None = None) -> None:
     items = list(results)
     publish(audit_summary_markdown(items), audit_annotations(items, root), env, stream)
 

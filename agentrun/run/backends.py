@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agentrun.core.events import (
-    EventSink,
+    BaseEvent,
     FallbackSequentialEvent,
     SpawnEndEvent,
     SpawnEvent,
@@ -59,6 +59,13 @@ class WorkerHandle(Protocol):
 
     def result(self) -> Delivery:
         """What the worker delivered (after `poll` returned True)."""
+
+
+class Relay(Protocol):
+    """Where a worker process's events go: the run's sink, told not to record what the
+    worker's own record holds already."""
+
+    def __call__(self, event: BaseEvent, record: bool = True) -> None: ...
 
 
 class WorkerBackend(Protocol):
@@ -162,7 +169,7 @@ class ProcessHandle:
     cancel a graceful stop that becomes a kill after `STOP_GRACE_S`."""
 
     def __init__(self, proc: pool.WorkerProcess, assignment: Assignment,
-                 cancel: threading.Event, emit: EventSink) -> None:
+                 cancel: threading.Event, emit: Relay) -> None:
         self.batch = assignment.batch
         self.proc = proc
         self.assignment = assignment
@@ -324,7 +331,7 @@ class ProcessBackend:
     """A process per worker, from the preloaded forkserver (`pool`). When processes cannot
     be started at all, it says so once and runs the rest in-process, one at a time."""
 
-    def __init__(self, prepare: Prepare, cancel: threading.Event, emit: EventSink, *,
+    def __init__(self, prepare: Prepare, cancel: threading.Event, emit: Relay, *,
                  timeout_s: float, provider: str, warn: Callable[[str], None],
                  in_process: Callable[[Assignment], None] = lambda _: None) -> None:
         self.prepare = prepare

@@ -100,7 +100,10 @@ class Verifier:
             group = self.state.groups[gid]
             group.take(result, part, len(ids))
             group.status = status
-        result.status = Status.FAILED if status == Status.INTERRUPTED else status
+        if status in (Status.COMPLETE, Status.PARTIAL, Status.FAILED, Status.BLOCKED):
+            result.status = status
+        else:  # interrupted: the batch failed; its groups keep `interrupted`
+            result.status = Status.FAILED
         atomic_write_json(d.record_dir / "verified-result.json", result.model_dump())
         self.record.emit(WorkerResultEvent(
             batch=d.batch, groups=tuple(ids), status=status, error=result.error,

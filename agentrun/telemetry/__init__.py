@@ -83,8 +83,9 @@ def worker_trace(traceparent: str | None, *, batch: str, provider: str, model: s
     spans = _spans()
     if spans is None:
         return None
-    return spans.WorkerTrace(traceparent, batch=batch, provider=provider, model=model,
-                             executor=executor)
+    trace: WorkerTrace = spans.WorkerTrace(traceparent, batch=batch, provider=provider,
+                                           model=model, executor=executor)
+    return trace
 
 
 def tee(sink: EventSink | None, trace: RunTrace | None) -> EventSink | None:
