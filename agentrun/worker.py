@@ -45,8 +45,10 @@ from agentrun.executors import claude_code, codex
 from agentrun.executors.base import AgentTask, Executor
 from agentrun.executors.builtin import BuiltinExecutor
 from agentrun.protocol import Assignment
+from agentrun.providers.base import Provider
+from agentrun.providers.catalog import ProviderConfig
 from agentrun.providers.pricing import cost_usd
-from agentrun.providers.registry import ProviderConfig, create_provider, provider_env
+from agentrun.providers.registry import create_provider, provider_env
 from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.choice import make_sandbox
 from agentrun.tools.base import CommandPolicy
@@ -233,7 +235,7 @@ def make_executor(assignment: Assignment, provider: Any,
                                                        assignment.provider.model)
 
 
-def make_provider(assignment: Assignment):
+def make_provider(assignment: Assignment) -> Provider:
     """Build the provider the assignment names (its adapter imports the SDK on first use)."""
     p = assignment.provider
     cfg = ProviderConfig(provider=p.provider, model=p.model, base_url=p.base_url,
