@@ -165,6 +165,12 @@ def _checked(project: Project, spec: Spec, plan: Plan, flags: RunFlags,
                                       config.sandbox)
     if choice.fell_back:
         warnings.append(f"commands run unconfined: sandbox {choice.describe()}")
+    elif choice.confined:
+        from agentrun.sandbox.cgroup import process_cap_note
+
+        cap_note = process_cap_note(sandbox.limits.processes)
+        if cap_note:
+            warnings.append(cap_note)
     cfg, unconfigured = run_provider_config(project, plan, flags)
     if cfg.script:  # a bad script is bad input now, not once per worker after worktrees exist
         from agentrun.providers.scripted import ScriptedProvider

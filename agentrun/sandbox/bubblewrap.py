@@ -3,7 +3,8 @@
 It is a `LocalSandbox` whose argv is wrapped by `confine`: the same output capture, timeout,
 kill and spawn events. The process group it kills is bwrap's own; bwrap runs the command in a
 PID namespace with `--die-with-parent`, so killing bwrap ends everything inside, `setsid`
-children included.
+children included. Where the machine allows, each command runs in a cgroup of its own whose
+`pids.max` is the jail's process limit (`cgroup.py`), which holds for root too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from agentrun.sandbox.base import CommandResult, SpawnListener, unchanged
+from agentrun.sandbox.cgroup import cgroup_parent, command_cgroup
 from agentrun.sandbox.jail import Jail, confine
 from agentrun.sandbox.local import LocalSandbox
 
@@ -21,9 +23,11 @@ from agentrun.sandbox.local import LocalSandbox
 class BwrapSandbox:
     """One per worker or auditor: its commands confined to `jail`."""
 
-    def __init__(self, jail: Jail, exe: str, on_spawn: SpawnListener | None = None) -> None:
+    def __init__(self, jail: Jail, exe: str, on_spawn: SpawnListener | None = None,
+                 cgroups: bool = True) -> None:
         self.jail = jail
         self._exe = exe
+        self._cgroups = cgroups  # False: the process limit is the rlimit alone
         self._local = LocalSandbox(on_spawn=on_spawn)
         # the jail's mounts by (PATH, cwd): working them out resolves every PATH entry, which
         # costs about a millisecond a command
@@ -34,9 +38,13 @@ class BwrapSandbox:
             redact: Callable[[str], str] = unchanged,
             on_output: Callable[[bytes], None] | None = None) -> CommandResult:
         argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
-        return self._local.run([*self._prefix(env.get("PATH", ""), cwd), *argv], cwd=cwd,
-                               timeout_s=timeout_s, env=env, max_output_chars=max_output_chars,
-                               redact=redact, on_output=on_output)
+        processes = self.jail.limits.processes
+        where = cgroup_parent() if self._cgroups and processes > 0 else None
+        with command_cgroup(where, processes) as join:
+            return self._local.run([*join, *self._prefix(env.get("PATH", ""), cwd), *argv],
+                                   cwd=cwd, timeout_s=timeout_s, env=env,
+                                   max_output_chars=max_output_chars, redact=redact,
+                                   on_output=on_output)
 
     def _prefix(self, path_env: str, cwd: Path) -> list[str]:
         """bwrap and its options, up to the `--` before the command."""
