@@ -81,7 +81,7 @@ class AuditRequest:
             from agentrun.providers.errors import NotConfigured
             from agentrun.providers.registry import resolve_provider_config
 
-            agent = load_agent(AUDITOR, project.root)
+            agent = load_agent(AUDITOR, project.overrides_root)
             try:
                 return resolve_provider_config(flag_provider=self.provider,
                                                flag_model=self.model, config=project.config,

@@ -61,10 +61,12 @@ def finding_text(f: Finding) -> str:
     return f"{f.code}{where}: {f.message}"
 
 
-def auditor_agent(project_root: Path | None) -> AgentDefinition:
-    """The auditor's definition with its tools cut down to read-only ones, whatever a
-    project override lists: an audit never changes the repository."""
-    agent = load_agent(AUDITOR, project_root)
+def auditor_agent(overrides_root: Path | None) -> AgentDefinition:
+    """The auditor's definition (packaged, or the override committed at HEAD:
+    `Project.overrides_root`, never a file or symlink in the working tree) with its tools cut
+    down to read-only ones, whatever an override lists: an audit never changes the
+    repository."""
+    agent = load_agent(AUDITOR, overrides_root)
     tools = [t for t in agent.tools if t in READ_ONLY_TOOLS] or list(READ_ONLY_TOOLS)
     return dataclasses.replace(agent, tools=tools)
 
@@ -77,7 +79,7 @@ def _fence(text: str) -> str:
 
 def audit_task(spec: Spec, project: Project, static: StaticAudit,
                estimate: ContextEstimate) -> str:
-    """The auditor's task text (prompts/audit.md)."""
+    """The auditor's task text (prompts/audit.md, or its override committed at HEAD)."""
     counts = {s: sum(1 for f in static.findings if f.severity == s)
               for s in ("critical", "warning", "info")}
     plan = static.plan
@@ -108,7 +110,7 @@ def audit_task(spec: Spec, project: Project, static: StaticAudit,
         "window": f"{estimate.window:,}", "group_limit": f"{estimate.thresholds.group_max:.0%}",
         "total_limit": f"{estimate.thresholds.total_max:.0%}", "estimate_lines": lines,
         "estimate_problems": estimate.problems, "has_groups": bool(spec.groups),
-    }, project.root)
+    }, project.overrides_root)
 
 
 def ask_auditor(spec: Spec, project: Project, provider: Provider, static: StaticAudit,
@@ -120,7 +122,7 @@ def ask_auditor(spec: Spec, project: Project, provider: Provider, static: Static
 
     Its tools only read; should anything of it ever run a command, that runs in a read-only
     sandbox (`sandbox` mode), so an audit cannot change the repository."""
-    agent = auditor_agent(project.root)
+    agent = auditor_agent(project.overrides_root)
     jail, _ = make_sandbox(sandbox, project.root, writable=False)
     run_limits = limits_for(spec.complexity, agent, {"retry_on_failure": False,
                                                      "token_budget": DEFAULT_TOKEN_BUDGET,
@@ -135,7 +137,7 @@ def ask_auditor(spec: Spec, project: Project, provider: Provider, static: Static
     if len(reply) > MAX_REPLY_SHOWN:
         reply = reply[:MAX_REPLY_SHOWN] + "\n[... cut ...]"
     reask = render("audit_reask", {"error": first, "reply": reply, "fence": _fence(reply),
-                                   "original_task": task}, project.root)
+                                   "original_task": task}, project.overrides_root)
     again = _run(agent, reask, spec, project, provider, run_limits, cancel, jail)
     usage, steps = outcome.usage + again.usage, outcome.steps + again.steps
     if isinstance(again.output, Verdict):
@@ -151,7 +153,8 @@ def _run(agent: AgentDefinition, task: str, spec: Spec, project: Project, provid
          limits: Limits, cancel: threading.Event, sandbox: Sandbox) -> AgentOutcome:
     """One fresh auditor conversation, whose result model is the verdict."""
     outcome = run_agent(AgentTask(agent=agent, task=task, worktree=project.root, limits=limits,
-                                  group=spec.id, project_root=project.root, output=Verdict),
+                                  group=spec.id, project_root=project.overrides_root,
+                                  output=Verdict),
                         provider, cancel=cancel, sandbox=sandbox)
     if outcome.stop_reason == StopReason.INTERRUPTED:
         raise Interrupted(f"the audit of {spec.id} was interrupted",
