@@ -96,3 +96,25 @@ def test_plain_progress_names_the_phases(capsys):
     assert [line.split(" ", 1)[1] for line in err] == [
         "wave 1: check 2: G2 alone", "wave 1: integration check failed (broken by G2)",
         "review: CHANGES_REQUESTED (Review v2, 1,500 tokens, $0.2500)"]
+
+
+def test_an_aggregate_refused_before_it_starts_still_ends_its_stream(tmp_path):
+    """`aggregate` checks its inputs before it aggregates anything; refused there (a bad
+    option, a result file that is not one), its event stream still ends with run_done
+    saying why, as a run's does."""
+    root = make_project(tmp_path / "p", "SPEC-9", spec_text("SPEC-9", GROUPS), {})
+    bad_option = agentrun("aggregate", "SPEC-9", "r.json", "--on-failure", "later",
+                          "--events", "-", cwd=root)
+    assert bad_option.returncode == 2, bad_option.stdout + bad_option.stderr
+    [end] = lines_of(bad_option.stderr)
+    assert (end["type"], end["status"], end["exit_code"]) == ("run_done", "error", 2)
+    assert "invalid --on-failure 'later'" in end["error"]["message"]
+    (tmp_path / "r.json").write_text("not a result\n")
+    stream = tmp_path / "events.ndjson"
+    bad_result = agentrun("aggregate", "SPEC-9", str(tmp_path / "r.json"), "--events",
+                          str(stream), cwd=root)
+    assert bad_result.returncode == 2, bad_result.stdout + bad_result.stderr
+    [end] = lines_of(stream.read_text())
+    assert (end["type"], end["status"], end["exit_code"]) == ("run_done", "error", 2)
+    assert "r.json" in end["error"]["message"] and end["error"]["hint"]
+    assert end["error"]["message"] in bad_result.stderr  # the log says the same

@@ -14,6 +14,7 @@ from agentrun.cli.run_cmd import Events, Junit, Script
 
 if TYPE_CHECKING:
     from agentrun.app.ci import Aggregated
+    from agentrun.cli.ci_report import EventStream
     from agentrun.cli.output import Output
     from agentrun.core.events import EventSink
 
@@ -92,29 +93,33 @@ def aggregate(spec: SpecArg, results: Results, remote: Remote = "origin",
     """`agentrun aggregate` (its help is AGGREGATE_HELP): the wave aggregated, its exit code."""
     from agentrun.app.ci import aggregate_wave
     from agentrun.app.requests import RunFlags, check_flags
+    from agentrun.cli.ci_report import event_stream
 
     out = output(json_out, events)
-    flags = RunFlags(on_failure=on_failure, mode=mode, sandbox=sandbox, no_review=no_review,
-                     provider=provider, model=model, script=script, fix_cycles=0)
-    check_flags(flags)
-    if github_output:
-        from agentrun.report.github import outputs_file
+    # the stream is open before the first check, so that a refusal ends it with run_done too
+    with event_stream(events, out=out) as stream:
+        flags = RunFlags(on_failure=on_failure, mode=mode, sandbox=sandbox,
+                         no_review=no_review, provider=provider, model=model, script=script,
+                         fix_cycles=0)
+        check_flags(flags)
+        if github_output:
+            from agentrun.report.github import outputs_file
 
-        outputs_file()  # outside a step: bad input before anything changes
-    done = aggregate_wave(spec, results, flags, remote=remote, allow_missing=allow_missing,
-                          max_workers=max_workers, start=start,
-                          on_event=lambda: _events(out, events))
+            outputs_file()  # outside a step: bad input before anything changes
+        done = aggregate_wave(spec, results, flags, remote=remote, allow_missing=allow_missing,
+                              max_workers=max_workers, start=start,
+                              on_event=lambda: _progress(out, stream))
     raise typer.Exit(_rendered(out, done, github_output, junit))
 
 
 @contextlib.contextmanager
-def _events(out: Output, target: str | None) -> Iterator[EventSink]:
-    """The aggregate's progress lines and its `--events` stream."""
-    from agentrun.cli.ci_report import event_stream
+def _progress(out: Output, stream: EventStream) -> Iterator[EventSink]:
+    """The aggregate's `--events` stream, its events shown as progress lines too."""
     from agentrun.cli.live import PlainProgress
 
-    with PlainProgress(out) as progress, event_stream(target, progress, out) as on_event:
-        yield on_event
+    with PlainProgress(out) as progress:
+        stream.forward = progress
+        yield stream
 
 
 def _rendered(out: Output, aggregated: Aggregated, github_output: bool,
