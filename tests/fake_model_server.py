@@ -111,19 +111,22 @@ def anthropic_sse(message: dict) -> bytes:
 
 def responses_sse(text: str = "", tool_calls: list[dict[str, Any]] | None = None,
                   usage: dict[str, int] | None = None, *, model: str = "gpt-fake",
-                  response_id: str = "resp_fake") -> bytes:
+                  response_id: str = "resp_fake", refusal: str | None = None) -> bytes:
     """A streamed OpenAI Responses API answer (`POST /v1/responses`, `"stream": true`, as the
     Codex CLI asks for): a `message` item for `text`, a `function_call` item per tool call
     ({"name", "arguments", optional "id"}), then `response.completed` with the usage (our
-    neutral keys; `input_tokens` includes the cached ones, as on the real API)."""
+    neutral keys; `input_tokens` includes the cached ones, as on the real API). `refusal`:
+    the message holds a `refusal` content part instead (the model declined, in its words),
+    streamed with its `response.refusal.delta`/`.done` events as the API does."""
     def event(kind: str, data: dict) -> str:
         return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
 
     items: list[dict[str, Any]] = []
-    if text:
+    if text or refusal is not None:
+        part = ({"type": "refusal", "refusal": refusal} if refusal is not None
+                else {"type": "output_text", "text": text, "annotations": []})
         items.append({"type": "message", "id": f"msg_{response_id}", "role": "assistant",
-                      "status": "completed",
-                      "content": [{"type": "output_text", "text": text, "annotations": []}]})
+                      "status": "completed", "content": [part]})
     for i, call in enumerate(tool_calls or [], 1):
         items.append({"type": "function_call", "id": f"fc_{response_id}_{i}",
                       "call_id": call.get("id") or f"call_{response_id}_{i}",
@@ -135,8 +138,16 @@ def responses_sse(text: str = "", tool_calls: list[dict[str, Any]] | None = None
                 "status": "in_progress", "output": []}
     out = [event("response.created", {"response": response})]
     for i, item in enumerate(items):
-        out += [event("response.output_item.added", {"output_index": i, "item": item}),
-                event("response.output_item.done", {"output_index": i, "item": item})]
+        out.append(event("response.output_item.added", {"output_index": i, "item": item}))
+        if refusal is not None and item["type"] == "message":
+            where = {"item_id": item["id"], "output_index": i, "content_index": 0}
+            out += [event("response.content_part.added", {**where, "part": {
+                        "type": "refusal", "refusal": ""}}),
+                    event("response.refusal.delta", {**where, "delta": refusal}),
+                    event("response.refusal.done", {**where, "refusal": refusal}),
+                    event("response.content_part.done", {**where,
+                                                         "part": item["content"][0]})]
+        out.append(event("response.output_item.done", {"output_index": i, "item": item}))
     out.append(event("response.completed", {"response": {
         **response, "status": "completed", "output": items,
         "usage": {"input_tokens": u.get("input_tokens", 0) + cached,
@@ -225,7 +236,7 @@ class Reply:
     # `content_filter`)
     stop_reason: str | None = None
     cached_details: bool = True  # OpenAI only: include prompt_tokens_details
-    refusal: str | None = None  # OpenAI only: the message's `refusal` text
+    refusal: str | None = None  # OpenAI only: the message's `refusal` text (Responses: its part)
     thinking: str | None = None  # Anthropic only: a leading thinking block
     delay_s: float = 0.0  # wait before answering (to provoke client timeouts)
 
@@ -427,7 +438,8 @@ def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
                 if recorded.api == "responses":
                     self._send_bytes(200, responses_sse(
                         response.text, response.tool_calls, response.usage, model=model,
-                        response_id=f"resp_{n}"), "text/event-stream", {})
+                        response_id=f"resp_{n}", refusal=response.refusal),
+                        "text/event-stream", {})
                     return
                 if anthropic:
                     body = anthropic_message_json(response.text, response.tool_calls,

@@ -163,20 +163,25 @@ def test_a_missing_result_gets_one_follow_up_in_the_same_session(tmp_path, codex
     assert len(resumed) == 2 and all("function_call_output" in said(r) for r in resumed)
 
 
-def test_a_cli_error_a_timeout_and_a_stuck_loop_fail_their_groups(tmp_path, codex_bin):
+def test_a_cli_error_a_timeout_a_stuck_loop_and_a_refusal_fail_their_groups(tmp_path, codex_bin):
     """One run: G1's CLI gets an API error, G2's model never answers in time, G3's runs the
-    same failing command again and again (stopped at the third, by the stuck-loop breaker)."""
-    root = make_project(tmp_path / "project", [*GROUPS[:2], ("G3", [], "src/gamma.txt")])
+    same failing command again and again (stopped at the third, by the stuck-loop breaker),
+    G4's model refuses (a `refusal` content part, which the CLI drops from its events): a
+    refusal in the model's words, not asked again, told apart from G1's error."""
+    root = make_project(tmp_path / "project", [*GROUPS[:2], ("G3", [], "src/gamma.txt"),
+                                               ("G4", [], "src/delta.txt")])
     loop = Reply(tool_calls=[{"name": "exec_command", "arguments": {
         "cmd": "cat /nonexistent/agentrun.txt"}}], usage=USAGE)
     model = CodexModel(errors={"src/alpha.txt": Error(400, "model zzz-4711 is unknown"),
                                "src/beta.txt": Reply(text="...", delay_s=60),
-                               "src/gamma.txt": loop})
+                               "src/gamma.txt": loop,
+                               "src/delta.txt": Reply(refusal="I can't help with that file.",
+                                                      usage=USAGE)})
     with FakeModelServer(responder=model) as server:
         proc = run(root, server, codex_bin, "--retries", "0", "--worker-timeout", "8")
     assert proc.returncode == 1, proc.stderr
     groups = proc.json["groups"]
-    error, slow, stuck = groups["G1"], groups["G2"], groups["G3"]
+    error, slow, stuck, refused = groups["G1"], groups["G2"], groups["G3"], groups["G4"]
     assert error["status"] == "failed" and error["stop_reason"] == "error"
     assert "the CLI reported an error" in error["error"] and "zzz-4711" in error["error"]
     assert slow["status"] == "failed" and slow["stop_reason"] == "timeout"
@@ -185,6 +190,10 @@ def test_a_cli_error_a_timeout_and_a_stuck_loop_fail_their_groups(tmp_path, code
     assert "No such file" in stuck["error"]
     asked = [r for r in server.requests if (r.body or {}).get("tools") and "gamma" in said(r)]
     assert len(asked) == 3  # the fourth call was never made
+    assert (refused["status"], refused["stop_reason"]) == ("failed", "refusal")
+    assert refused["error"] == "the model refused the task: I can't help with that file."
+    asked = [r for r in server.requests if (r.body or {}).get("tools") and "delta" in said(r)]
+    assert len(asked) == 1 and REASK not in said(asked[0])  # a refusal is not asked again
 
 
 def test_a_missing_or_old_cli_stops_the_run_before_any_worker(tmp_path):

@@ -11,7 +11,8 @@ command results go to the worker's limits as they come (guard.py). Codex reports
 no cost: the worker prices the tokens with agentrun's price table, as for its own loop. Its
 final message must end with a fenced JSON block, read like `submit_result`'s arguments; without
 a valid one the session is resumed once with the question, then the attempt fails with the
-reason.
+reason. A model that refused (a `refusal` in its answer, which the CLI drops from its events
+and the key proxy notes) is stop_reason `refusal` in its own words, not asked again.
 """
 
 from __future__ import annotations
@@ -152,6 +153,7 @@ class CodexExecutor(headless.CliExecutor):
             stream, stop = self._run(task, attempt, proxy, attempt.text, None, Usage(), guard)
             spent = stream.spent
             report = _report(stream)
+            stop = stop or _refused(proxy, report, guard)
             if isinstance(report, str) and stop is None and stream.session and \
                     stream.failure is None and stream.turns:
                 attempt.transcript.record("cli_reask", reason=report)
@@ -161,6 +163,7 @@ class CodexExecutor(headless.CliExecutor):
                 again.steps += stream.steps
                 again.wrote = again.wrote or stream.wrote
                 spent, stream, report = spent + again.spent, again, _report(again)
+                stop = stop or _refused(proxy, report, guard)
         spent = guard.settle(spent)  # beyond the metered calls: what the CLI reported
         return headless.outcome(stream, report, stop, spent, guard.error)
 
@@ -217,6 +220,17 @@ def _usage(raw: Any) -> Usage:
 def _less(total: Usage, before: Usage) -> Usage:
     return Usage(*(max(0, a - b) for a, b in zip(total.to_dict().values(),
                                                  before.to_dict().values(), strict=True)))
+
+
+def _refused(proxy: KeyProxy, report: Submission | str,
+             guard: CliGuard) -> StopReason | None:
+    """The model refused and the CLI ended without a result: said as such, in the model's
+    words (the key proxy saw them; the CLI reports no message for a refusal)."""
+    if isinstance(report, Submission) or not proxy.declined:
+        return None
+    words = proxy.declined[-1].strip() or "(it gave no reason)"
+    guard.error = guard.error or f"the model refused the task: {words}"
+    return StopReason.REFUSAL
 
 
 def _report(stream: _Stream) -> Submission | str:

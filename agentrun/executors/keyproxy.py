@@ -9,7 +9,9 @@ Whatever holds the token (the CLI, or any command it runs) is untrusted, so the 
 no general relay: it passes on only the model endpoints of its `Api` (method and exact path;
 no other host, no absolute-form target, no CONNECT), refuses the rest and logs each refusal,
 and reads the usage off every answer it passes on (a JSON body or an event stream), so that a
-call the CLI does not report still counts against the run's budget and spending cap.
+call the CLI does not report still counts against the run's budget and spending cap. It also
+notes a model's refusal in a Responses API answer, which the Codex CLI drops from what it
+reports, so that the executor can name it.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ class KeyProxy:
         self.token = "agentrun-" + secrets.token_urlsafe(24)
         self.requests = 0  # forwarded
         self.refused: list[str] = []  # "METHOD target: why", one per refused request
+        self.declined: list[str] = []  # the model's refusals in the answers passed on
         self.usage = Usage()  # what the forwarded calls cost, as their answers said
         self._on_usage = on_usage or (lambda _usage, _started: None)
         self._log = log or (lambda *_a, **_k: None)
@@ -141,6 +144,12 @@ class KeyProxy:
             self.refused.append(f"{method} {target[:200]}: {reason}")
         with contextlib.suppress(Exception):  # a broken log must not break the proxy
             self._log("proxy_refused", method=method, target=target[:200], reason=reason)
+
+    def model_refused(self, words: str) -> None:
+        with self._lock:
+            self.declined.append(words)
+        with contextlib.suppress(Exception):
+            self._log("model_refusal", refusal=words[:2000])
 
     def spent(self, usage: Usage, started: float) -> None:
         with self._lock:
@@ -237,6 +246,8 @@ def _handler(proxy: KeyProxy) -> type[BaseHTTPRequestHandler]:
                 conn.close()
                 if meter is not None and (usage := meter.usage()).total:
                     proxy.spent(usage, started)
+                if meter is not None and meter.refusal is not None:
+                    proxy.model_refused(meter.refusal)
 
         def _refuse(self, status: int, reason: str) -> None:
             proxy.refuse(self.command, self.path, reason)
@@ -260,7 +271,7 @@ class UsageReader:
     """Reads the usage off a model's answer as it streams past: a JSON body (read whole, up
     to `MAX_USAGE_BYTES`), or server-sent events (Anthropic's `message_start` and
     `message_delta`, the Responses API's `response.completed`, a Chat Completions chunk with
-    `usage`)."""
+    `usage`), and a Responses API refusal if the model gave one (`refusal_in`)."""
 
     def __init__(self) -> None:
         self.stream = False
@@ -268,6 +279,7 @@ class UsageReader:
         self.pending = bytearray()
         self.overflow = False
         self.raw: dict[str, Any] = {}  # the usage fields seen so far, by their wire names
+        self.refusal: str | None = None  # the model declined, in these words
 
     def start(self, status: int, content_type: str) -> None:
         self.ok = 200 <= status < 300
@@ -315,13 +327,30 @@ class UsageReader:
             self._read(data["message"])
         elif kind == "response.completed" and isinstance(data.get("response"), Mapping):
             self._read(data["response"])
+        elif kind == "response.output_item.done":
+            self.refusal = refusal_in({"output": [data.get("item")]}) or self.refusal
         else:  # message_delta, or a Chat Completions chunk
             self._read(data)
 
     def _read(self, body: Any) -> None:
+        self.refusal = refusal_in(body) or self.refusal
         usage = body.get("usage") if isinstance(body, Mapping) else None
         if isinstance(usage, Mapping):  # later figures (message_delta's) are running totals
             self.raw.update({k: v for k, v in usage.items() if isinstance(v, int | Mapping)})
+
+
+def refusal_in(body: Any) -> str | None:
+    """The model's refusal in a Responses API answer (its `refusal` content parts); None when
+    there is none."""
+    output = body.get("output") if isinstance(body, Mapping) else None
+    if not isinstance(output, list):
+        return None
+    said = []
+    for item in output:
+        parts = item.get("content") if isinstance(item, Mapping) else None
+        said += [str(p.get("refusal") or "") for p in parts or []
+                 if isinstance(p, Mapping) and p.get("type") == "refusal"]
+    return "".join(said) if said else None
 
 
 def usage_of(raw: Mapping[str, Any]) -> Usage:
