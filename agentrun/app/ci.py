@@ -133,7 +133,7 @@ def worker_batch(spec_arg: str, groups: str, base_arg: str | None, start_arg: st
     for text in project.config.deprecations:
         warn(text)
     job = _Job(project, spec, plan, batch, wave.number, root, base, state, flags, cancel)
-    outcome = job.run(out_path, note)
+    outcome = job.run(out_path, note, warn)
     atomic_write_json(out_path, {**outcome.result.model_dump(), **outcome.extras})
     return outcome
 
@@ -153,7 +153,8 @@ class _Job:
     flags: RunFlags
     cancel: threading.Event
 
-    def run(self, out_path: Path, note: Callable[[str], None]) -> BatchOutcome:
+    def run(self, out_path: Path, note: Callable[[str], None],
+            warn: Callable[[str], None]) -> BatchOutcome:
         from agentrun.core.results import WorkerResult
         from agentrun.core.status import Status
         from agentrun.run.assignment import ci_branch
@@ -162,6 +163,12 @@ class _Job:
         request = resolve_run(self.flags, self.project.config)
         box, choice = resolve(request.sandbox_mode, request.allow_network,
                               self.project.config.sandbox)
+        if choice.confined:
+            from agentrun.sandbox.cgroup import process_cap_note
+
+            cap_note = process_cap_note(box.limits.processes)
+            if cap_note:
+                warn(cap_note)
         self._check_start()
         blocked = self._blocked()
         branch = ci_branch(self.spec.id, self.batch.id)
