@@ -109,7 +109,9 @@ def worker(assignment: AssignmentOpt = None, spec: SpecOpt = None, groups: Group
                      validation_command=validation_command, sandbox=sandbox,
                      allow_network=allow_network)
     check_flags(flags)
-    done = worker_batch(spec, groups, base, start, out_path, flags,  # type: ignore[arg-type]
+    # _one_form refused a CI form with any of these missing
+    assert spec is not None and groups is not None and out_path is not None
+    done = worker_batch(spec, groups, base, start, out_path, flags,
                         max_workers=max_workers, warn=out.warn, note=out.progress,
                         cancel=cancel)
     _print(out, {**done.result.model_dump(), **done.extras}, str(out_path))

@@ -213,6 +213,7 @@ def parse_response(response: Any, model: str) -> Turn:
     return Turn(
         text="\n".join(t for t in texts if _said(t)),
         tool_calls=calls,
+        # one of the Literal's values (_STOP's, or set above): its dict types it as str
         stop_reason=stop,  # type: ignore[arg-type]
         usage=Usage(input_tokens=_int(getattr(usage, "input_tokens", 0)),
                     output_tokens=_int(getattr(usage, "output_tokens", 0)),

@@ -180,6 +180,7 @@ def parse_response(response: Any, model: str, request: Request | None = None) ->
     refusal = getattr(message, "refusal", None)
     if isinstance(refusal, str) and refusal.strip():  # the model declined, in its own words
         stop, text = "refusal", refusal
+    # `stop` is one of the Literal's values (_STOP's, or set above): its dict types it as str
     return Turn(text=text, tool_calls=calls, stop_reason=stop,  # type: ignore[arg-type]
                 usage=_usage(getattr(response, "usage", None), model, text, calls, request),
                 model=getattr(response, "model", None) or model)

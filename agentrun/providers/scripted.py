@@ -144,6 +144,7 @@ class ScriptedProvider:
             out_chars = len(step.text) + sum(len(c.name) + len(json.dumps(c.arguments))
                                              for c in calls)
             usage = Usage(_estimate_request(request), _ceil4(out_chars))
+        # a script's stop_reason is passed on as written: a test may script any the SDKs send
         return Turn(text=step.text, tool_calls=calls, stop_reason=stop,  # type: ignore[arg-type]
                     usage=Usage(**usage.to_dict()), model=self.model)
 
