@@ -29,6 +29,7 @@ from agentrun.config import (
     user_config_path,
 )
 from agentrun.core.errors import BadInput
+from agentrun.core.secrets import secret_values
 from agentrun.gitcli import git, run_git, split_z
 from agentrun.gitlock import git_common_dir
 from agentrun.providers.catalog import CATALOG
@@ -212,6 +213,13 @@ def config_at(root: Path, commit: str) -> ProjectConfig:
         raise BadInput(f"invalid config {source}: {exc}",
                        hint="fix the YAML syntax in a new commit and start a new run") from None
     return parse_config(data, source)
+
+
+def known_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The secret values this process holds, to be redacted from what it writes down: the
+    environment's and the user-level config's, which stands in for it."""
+    environ = os.environ if environ is None else environ
+    return secret_values({**user_settings(), **environ})
 
 
 def user_settings_names() -> list[str]:

@@ -22,7 +22,7 @@ from agentrun.core.limits import (
     SandboxLimits,
 )
 from agentrun.core.results import first_error
-from agentrun.providers.urls import public_url
+from agentrun.core.secrets import public_url
 
 # the spec sections every worker reads; the other groups' tasks are left out
 SHARED_SECTIONS = ("Context", "Task", "Goal Analysis", "Requirements", "Constraints",

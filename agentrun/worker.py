@@ -45,10 +45,10 @@ from agentrun.executors import claude_code, codex
 from agentrun.executors.base import AgentTask, Executor
 from agentrun.executors.builtin import BuiltinExecutor
 from agentrun.protocol import Assignment
+from agentrun.provider_choice import create_provider, provider_env
 from agentrun.providers.base import Provider
 from agentrun.providers.catalog import ProviderConfig
 from agentrun.providers.pricing import cost_usd
-from agentrun.providers.registry import create_provider, provider_env
 from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.choice import make_sandbox
 from agentrun.tools.base import CommandPolicy

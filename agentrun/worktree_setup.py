@@ -20,12 +20,13 @@ from pathlib import Path
 
 from agentrun.core.errors import AgentrunError, BadInput
 from agentrun.core.fsutil import atomic_write_text
+from agentrun.core.secrets import redact
 from agentrun.gitcli import run_git
 from agentrun.protocol import SandboxSettings, SetupSettings
 from agentrun.sandbox.base import SpawnListener
 from agentrun.sandbox.choice import make_sandbox
 from agentrun.tools.base import CommandPolicy
-from agentrun.tools.environment import redact, scrubbed_env
+from agentrun.tools.environment import scrubbed_env
 from agentrun.validation import tail
 
 LOG_NAME = "setup.log"

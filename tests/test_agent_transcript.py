@@ -6,8 +6,10 @@ import json
 
 from agent_fixtures import RecordingProvider, call, make_repo, make_task, submit, turn
 
-from agentrun.agent.transcript import REDACTED, Redactor, Transcript, secret_values
+from agentrun.agent.transcript import Transcript
 from agentrun.attempts import run_agent
+from agentrun.core.secrets import REDACTED, Redactor
+from agentrun.project import known_secrets
 from agentrun.tools import environment
 from agentrun.tools.base import CommandPolicy
 
@@ -61,14 +63,14 @@ def test_redactor_patterns():
 def test_only_secret_looking_variables_are_collected():
     env = {"OPENAI_API_KEY": "abcdefgh", "GH_TOKEN": "tok-123456", "DB_PASSWORD": "pw-123456",
            "X_SECRET": "shhhhhhh", "HOME": "/root", "SHORT_TOKEN": "abc"}
-    assert set(secret_values(env)) == {"abcdefgh", "tok-123456", "pw-123456", "shhhhhhh"}
+    assert set(known_secrets(env)) == {"abcdefgh", "tok-123456", "pw-123456", "shhhhhhh"}
 
 
 def test_transcript_redacts_what_run_command_scrubs():
     env = {"AWS_SECRET_ACCESS_KEY": "aws-secret-123", "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
            "PATH": "/usr/bin"}
-    scrubbed = environment.secret_values(CommandPolicy(), env)
-    assert secret_values(env) == scrubbed == ["aws-secret-123"]
+    _child, scrubbed = environment.scrubbed_env(CommandPolicy(), env)
+    assert known_secrets(env) == scrubbed == ["aws-secret-123"]
 
 
 def test_long_text_is_truncated_after_redaction(tmp_path):

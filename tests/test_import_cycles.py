@@ -1,6 +1,7 @@
 """No module of the package imports, directly or through others, a module that imports it
-back: arrows point one way. Imports inside functions and under TYPE_CHECKING count too, since
-they hide a cycle rather than break it."""
+back: arrows point one way. Nor does any package (a folder of agentrun, or a module at its top
+level): the layers of docs/ARCHITECTURE.md. Imports inside functions and under TYPE_CHECKING
+count too, since they hide a cycle rather than break it."""
 
 from __future__ import annotations
 
@@ -39,10 +40,28 @@ def import_graph() -> dict[str, set[str]]:
             for name, path in modules.items()}
 
 
+def package_of(module: str) -> str:
+    """`agentrun.run.land` -> `run`; `agentrun.worker` -> `worker`."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def package_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module, imported in import_graph().items():
+        mine = package_of(module)
+        graph.setdefault(mine, set()).update(
+            p for p in map(package_of, imported) if p != mine)
+    return graph
+
+
 def test_the_graph_sees_the_package():
     graph = import_graph()
     assert "agentrun.tools.agent_tools" in graph["agentrun.tools.registry"]
     assert "agentrun.agent.subagent" in graph["agentrun.agent.conversation"]
+    packages = package_graph()
+    assert {"agent", "providers", "core"} <= packages["executors"]
+    assert packages["core"] == set()  # the bottom of the picture
 
 
 def test_no_import_cycles():
@@ -50,3 +69,24 @@ def test_no_import_cycles():
         tuple(graphlib.TopologicalSorter(import_graph()).static_order())
     except graphlib.CycleError as exc:
         raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None
+
+
+def test_no_package_import_cycles():
+    try:
+        tuple(graphlib.TopologicalSorter(package_graph()).static_order())
+    except graphlib.CycleError as exc:
+        raise AssertionError(f"package import cycle: {' -> '.join(exc.args[1])}") from None
+
+
+def test_the_architecture_picture_is_true():
+    """docs/ARCHITECTURE.md draws the packages in rows, arrows pointing down: every package is
+    in it, and none imports a package of a row above its own."""
+    text = (PACKAGE.parent / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    picture = text.split("## The packages and their seams", 1)[1].split("```")[1]
+    rows = [line.split("  ")[0].split(" · ") for line in picture.strip().splitlines()]
+    row_of = {name.strip(): i for i, names in enumerate(rows) for name in names}
+    graph = package_graph()
+    assert set(graph) - {"agentrun", "__main__"} <= set(row_of), "packages missing from the picture"
+    upward = [f"{a} -> {b}" for a, imported in graph.items() for b in imported
+              if a in row_of and row_of[b] < row_of[a]]
+    assert not upward, f"imports up the picture: {upward}"

@@ -7,9 +7,9 @@ import importlib.util
 import pytest
 
 from agentrun.core.errors import BadInput
+from agentrun.provider_choice import implied_provider
 from agentrun.providers.catalog import CATALOG, preload_modules, provider_spec
 from agentrun.providers.pricing import PRICES, price_for
-from agentrun.providers.registry import implied_provider
 
 
 def test_preload_modules_name_the_sdk_and_its_adapter():

@@ -13,10 +13,10 @@ import yaml
 from fake_model_server import Error, Reply
 
 from agentrun.core.errors import BadInput
+from agentrun.provider_choice import ProviderConfig, create_provider
 from agentrun.providers.base import Message, Request, Turn
 from agentrun.providers.errors import ProviderError, RateLimited, ServerError
 from agentrun.providers.recording import RecordingProvider, reset_recording, script_key
-from agentrun.providers.registry import ProviderConfig, create_provider
 from agentrun.providers.scripted import ScriptedProvider
 
 SCRIPT = {

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentrun.core.errors import BadInput
+from agentrun.core.secrets import redact
 from agentrun.tools import environment, paths
 from agentrun.tools.base import PATH_DENIED, CommandPolicy, ToolContext
 from agentrun.tools.paths import PathDenied, resolve_path
@@ -365,12 +366,12 @@ def test_commands_get_an_allow_list_not_the_user_environment():
 def test_redact_catches_fragments_of_a_secret():
     key = "sk-ant-api03-QWERTYUIOPASDFGHJKL0123456789"
     text = f"wrapped: {key[:20]}\n{key[20:]} short: {key[:8]}"
-    out = environment.redact(text, [key])
+    out = redact(text, [key])
     assert key[:20] not in out and key[20:] not in out
     assert out.count("[REDACTED]") == 2 and key[:8] in out  # under 12 characters: kept
 
 
 def test_redact_longest_first():
     text = "key=abcdef123456 and short=abcdef123"
-    assert environment.redact(text, ["abcdef123456", "abcdef123"]) == \
+    assert redact(text, ["abcdef123456", "abcdef123"]) == \
         "key=[REDACTED] and short=[REDACTED]"

@@ -8,8 +8,6 @@ readable record. With no path the events stay in memory (`events`), which is wha
 from __future__ import annotations
 
 import json
-import os
-import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -17,61 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from agentrun.core.events import BaseEvent, EventSink
-from agentrun.project import user_settings
-from agentrun.providers.urls import url_secrets
-from agentrun.tools import environment
-from agentrun.tools.base import CommandPolicy
-from agentrun.tools.environment import MIN_SECRET_LEN, REDACTED
+from agentrun.core.secrets import REDACTED as REDACTED  # for readers of transcripts
+from agentrun.core.secrets import Redactor
+from agentrun.project import known_secrets
 
 MAX_TEXT = 4_000  # characters of any one string value kept in the transcript
-
-_PATTERNS = [
-    re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}"),
-    re.compile(r"sk-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"gh[pousr]_[A-Za-z0-9]{20,}"),
-    re.compile(r"github_pat_[A-Za-z0-9_]{20,}"),
-    re.compile(r"xox[abprs]-[A-Za-z0-9\-]{10,}"),
-    re.compile(r"AKIA[0-9A-Z]{16}"),
-    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]{16,}"),
-]
-
-
-def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values of the secret variables (of the environment and of the user-level config, which
-    stands in for it), and the credentials in any server URL among them; longest first so that
-    overlapping values are replaced whole."""
-    environ = os.environ if environ is None else environ
-    env = {**user_settings(), **environ}
-    found = set(environment.secret_values(CommandPolicy(), env))
-    found.update(part for value in env.values() if "://" in value for part in url_secrets(value)
-                 if len(part) >= MIN_SECRET_LEN)
-    return sorted(found, key=len, reverse=True)
-
-
-class Redactor:
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self.secrets = [s for s in secrets if s]
-
-    def text(self, value: str) -> str:
-        value = environment.redact(value, self.secrets)
-        for pattern in _PATTERNS:
-            value = pattern.sub(_replacement, value)
-        return value
-
-    def value(self, value: Any) -> Any:
-        """Redact every string inside dicts, lists and tuples."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, Mapping):
-            return {str(k): self.value(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [self.value(v) for v in value]
-        return value
-
-
-def _replacement(match: re.Match[str]) -> str:
-    # keep a "Bearer " prefix so the line still reads naturally
-    return (match.group(1) if match.groups() else "") + REDACTED
 
 
 def truncate(text: str, limit: int = MAX_TEXT) -> str:
@@ -89,7 +37,7 @@ class Transcript:
                  clock: Any = time.time) -> None:
         self.path = Path(path) if path is not None else None
         self.events: list[dict[str, Any]] = []
-        self.redactor = Redactor(secret_values() if secrets is None else secrets)
+        self.redactor = Redactor(known_secrets() if secrets is None else secrets)
         self.clock = clock
         self.write_error: str | None = None
         self._lock = threading.Lock()

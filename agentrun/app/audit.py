@@ -78,8 +78,8 @@ class AuditRequest:
 
         def resolve() -> ProviderConfig:
             from agentrun.agent.definitions import load_agent
+            from agentrun.provider_choice import resolve_provider_config
             from agentrun.providers.errors import NotConfigured
-            from agentrun.providers.registry import resolve_provider_config
 
             agent = load_agent(AUDITOR, project.overrides_root)
             try:

@@ -158,8 +158,9 @@ def worker_agent(project: Project, plan: Plan) -> AgentDefinition:
 
 
 def provider_config(project: Project, plan: Plan, flags: RunFlags) -> ProviderConfig:
-    """The workers' provider and model, with where they came from (registry.py decides)."""
-    from agentrun.providers.registry import resolve_provider_config
+    """The workers' provider and model, with where they came from (`provider_choice.py`
+    decides)."""
+    from agentrun.provider_choice import resolve_provider_config
 
     agent = worker_agent(project, plan)
     return resolve_provider_config(flag_provider=flags.provider, flag_model=flags.model,
@@ -171,9 +172,9 @@ def run_provider_config(project: Project, plan: Plan, flags: RunFlags
                         ) -> tuple[ProviderConfig, NotConfigured | None]:
     """The run's provider settings, and why there are none: a dry run shows the plan and its
     estimate without a model key (priced as the default model), a real run stops here."""
+    from agentrun.provider_choice import DEFAULT_MODELS
     from agentrun.providers.catalog import ProviderConfig
     from agentrun.providers.errors import NotConfigured
-    from agentrun.providers.registry import DEFAULT_MODELS
 
     try:
         return provider_config(project, plan, flags), None

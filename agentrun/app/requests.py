@@ -8,7 +8,7 @@ the plan's summary and `RunRequest.provenance` show. `agentrun run`, `fix`, `wor
 form) and `aggregate` all build their request here, and their `RunOptions` with `run_options`.
 
 The provider and model have a layer more (the environment) and are resolved with their source
-by `providers/registry.py`'s `resolve_provider_config`. Importing this module is cheap: the
+by `agentrun/provider_choice.py`'s `resolve_provider_config`. Importing this module is cheap: the
 settings model and the run's options are imported where they are used.
 """
 

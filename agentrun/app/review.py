@@ -74,11 +74,11 @@ def model_access(project: Project, provider: str | None, model: str | None,
     > the agent definition), resolved on first use. Reviews of one command run one after
     another and share one provider (a scripted reviewer's turns follow on from each other)."""
     from agentrun.audit.runner import ModelAccess
-    from agentrun.providers.registry import create_provider
+    from agentrun.provider_choice import create_provider
 
     def resolve() -> Any:
         from agentrun.agent.definitions import load_agent
-        from agentrun.providers.registry import resolve_provider_config
+        from agentrun.provider_choice import resolve_provider_config
         from agentrun.review.reviewer import REVIEWER
 
         return resolve_provider_config(flag_provider=provider, flag_model=model,

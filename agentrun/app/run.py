@@ -251,7 +251,7 @@ def _pool() -> Iterator[None]:
 def check_endpoint(cfg: Any, note: Callable[[str], None]) -> None:
     """The model endpoint answers and accepts the key (exit 2 naming it otherwise), before a
     run or a fix creates anything; nothing to check for the scripted provider."""
-    from agentrun.providers.registry import provider_env
+    from agentrun.provider_choice import provider_env
     from agentrun.run.endpoint import check_endpoint as check
 
     checked = check(cfg, provider_env())

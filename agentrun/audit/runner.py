@@ -39,9 +39,9 @@ from agentrun.core.errors import (
 from agentrun.core.usage import Usage
 from agentrun.plan import build_plan
 from agentrun.project import Project
+from agentrun.provider_choice import create_provider
 from agentrun.providers.base import Provider
 from agentrun.providers.errors import NotConfigured
-from agentrun.providers.registry import create_provider
 from agentrun.spec import load_spec, parse_spec
 from agentrun.spec.model import Spec
 from agentrun.spec.writeback import (

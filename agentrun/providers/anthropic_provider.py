@@ -15,11 +15,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agentrun.core.secrets import public_url, url_secrets
 from agentrun.core.usage import Usage
 from agentrun.providers.base import Message, Request, ToolCall, Turn
 from agentrun.providers.errors import MalformedResponse, NotConfigured
 from agentrun.providers.sdk_errors import ErrorContext, classify, invalid_response
-from agentrun.providers.urls import public_url, sdk_endpoint, url_secrets
+from agentrun.providers.urls import sdk_endpoint
 
 KEY_VAR = "ANTHROPIC_API_KEY"
 BASE_URL_VAR = "ANTHROPIC_BASE_URL"

@@ -1,7 +1,8 @@
 """The providers agentrun knows, one record each: what configures it, how it is built, its prices.
 
-Adding a provider means adding one `ProviderSpec` to `CATALOG`; resolution (registry.py), the
-price table (pricing.py) and the worker pool's preloading read everything from here. Factories
+Adding a provider means adding one `ProviderSpec` to `CATALOG`; resolution
+(agentrun/provider_choice.py), the price table (pricing.py) and the worker pool's preloading
+read everything from here. Factories
 import their SDK adapter on call, so importing this module loads no model SDK.
 """
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class ProviderConfig:
-    """The provider settings a run resolved (registry.py), and where they came from."""
+    """The provider settings a run resolved (`provider_choice.py`), and where they came from."""
 
     provider: str
     model: str

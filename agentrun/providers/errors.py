@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentrun.core.errors import EXIT_CANNOT_START, AgentrunError
-from agentrun.providers.urls import scrub_urls
+from agentrun.core.secrets import scrub_urls
 
 
 class ProviderError(AgentrunError):

@@ -17,14 +17,14 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agentrun.agent.transcript import Redactor, secret_values
 from agentrun.core.errors import BadInput
 from agentrun.core.fsutil import atomic_write_text
+from agentrun.core.secrets import Redactor, secret_values
 from agentrun.providers.base import Provider, Request, Turn
 from agentrun.providers.errors import ProviderError
 from agentrun.providers.scripted import FAULT_ERRORS
@@ -34,13 +34,14 @@ from agentrun.yamlload import safe_load
 class RecordingProvider:
     """Wraps any provider; forwards calls and writes the replies to `path` as a script."""
 
-    def __init__(self, inner: Provider, path: Path | str) -> None:
+    def __init__(self, inner: Provider, path: Path | str,
+                 secrets: Iterable[str] | None = None) -> None:
         self.inner = inner
         self.path = Path(path)
         self.name = inner.name
         self.model = inner.model
         self._lock = threading.Lock()
-        self._redactor = Redactor(secret_values())
+        self._redactor = Redactor(secret_values(os.environ) if secrets is None else secrets)
 
     def complete(self, request: Request) -> Turn:
         try:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
+from agentrun.core.secrets import public_url, redact
 from agentrun.providers.errors import (
     AuthenticationFailed,
     BadRequest,
@@ -25,7 +26,6 @@ from agentrun.providers.errors import (
     RateLimited,
     ServerError,
 )
-from agentrun.providers.urls import public_url
 
 _E = TypeVar("_E", bound=ProviderError)
 
@@ -156,13 +156,6 @@ def should_retry(response: Any) -> bool | None:
     headers = getattr(response, "headers", None)
     value = headers.get("x-should-retry") if headers is not None else None
     return {"true": True, "false": False}.get(str(value).strip().lower()) if value else None
-
-
-def redact(text: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    return text
 
 
 def _redacted(cls: type[_E], ctx: ErrorContext, message: str, hint: str, **kw: Any) -> _E:

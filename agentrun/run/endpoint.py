@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from agentrun.core.errors import BadInput
+from agentrun.core.secrets import public_url, scrub_urls
 from agentrun.providers.catalog import ProviderConfig, provider_spec
-from agentrun.providers.urls import public_url, scrub_urls
 
 TIMEOUT_S = 5.0
 # where the SDKs go without a base URL; the models list lies below it

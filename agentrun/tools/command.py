@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from agentrun.core.secrets import redact
 from agentrun.sandbox.base import CommandResult, Sandbox
 from agentrun.tools import environment, policy
 from agentrun.tools.base import (
@@ -30,7 +31,7 @@ def execute_command(sandbox: Sandbox, command: str, root: Path, rules: CommandPo
     env, secrets = environment.scrubbed_env(rules, worktree=root)
     result = sandbox.run(command, cwd=root, timeout_s=timeout_s, env=env,
                          max_output_chars=rules.max_output_chars,
-                         redact=lambda text: environment.redact(text, secrets))
+                         redact=lambda text: redact(text, secrets))
     return _tool_result(result, timeout_s)
 
 

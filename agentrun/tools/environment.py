@@ -18,12 +18,10 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from agentrun.core.secrets import is_secret_name
+from agentrun.core.secrets import SECRET_SUFFIXES, secret_values
 from agentrun.layout import import_env
 from agentrun.removal import remove_tree
 from agentrun.tools.base import CommandPolicy
-from agentrun.tools.redaction import REDACTED as REDACTED  # re-exported for callers
-from agentrun.tools.redaction import redact as redact
 
 ALLOWED = frozenset({"PATH", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME", "SHELL"})
 ALLOWED_PREFIXES = ("LC_",)
@@ -39,7 +37,6 @@ NON_INTERACTIVE = {"GIT_TERMINAL_PROMPT": "0", "PAGER": "cat", "GIT_PAGER": "cat
 # Python leaves no bytecode caches in a worktree: they are not work, and two workers that each
 # commit the same `__pycache__/*.pyc` (their tests ran) conflict when their branches merge.
 NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
-MIN_SECRET_LEN = 6  # shorter values match too much ordinary text to be redacted
 
 
 def allowed_name(name: str, extra: Iterable[str] = ()) -> bool:
@@ -118,7 +115,8 @@ def command_env(extra: Iterable[str] = (), secret_suffixes: Iterable[str] | None
         env.setdefault(name, value)  # unless the project passes its own (`command_env`)
     if worktree is not None:
         env.update(import_env(worktree, env))
-    return env, _secret_values(source, secret_suffixes)
+    return env, secret_values(source, SECRET_SUFFIXES if secret_suffixes is None
+                              else secret_suffixes)
 
 
 def scrubbed_env(policy: CommandPolicy, environ: Mapping[str, str] | None = None,
@@ -126,19 +124,3 @@ def scrubbed_env(policy: CommandPolicy, environ: Mapping[str, str] | None = None
     """The environment a command runs with under `policy` (in `worktree`: importing its
     code), and the secret values to redact."""
     return command_env(policy.env_allow, policy.secret_suffixes, environ, worktree)
-
-
-def secret_values(policy: CommandPolicy, environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values of the secret variables of this process, longest first, for `redact`."""
-    return _secret_values(environ, policy.secret_suffixes)
-
-
-def _secret_values(environ: Mapping[str, str] | None = None,
-                   secret_suffixes: Iterable[str] | None = None) -> list[str]:
-    """The values of the variables whose names mark them as secrets, longest first."""
-    source = os.environ if environ is None else environ
-    suffixes = tuple(secret_suffixes) if secret_suffixes is not None else None
-    found = {value for name, value in source.items()
-             if name != "SSH_AUTH_SOCK" and len(value) >= MIN_SECRET_LEN
-             and (is_secret_name(name) if suffixes is None else is_secret_name(name, suffixes))}
-    return sorted(found, key=len, reverse=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from dataclasses import asdict
 
 from pydantic import Field
 
-from agentrun.tools import environment, fileio, paths, search
+from agentrun.core.secrets import redact, secret_values
+from agentrun.tools import fileio, paths, search
 from agentrun.tools.base import (
     INVALID_ARGUMENTS,
     NOT_FOUND,
@@ -63,7 +65,7 @@ class ReadFile(ArgsTool):
             return ToolResult.error(TOOL_ERROR, f"{shown} is a binary file ({len(data)} bytes);"
                                     " read_file shows text files only")
         text = data.decode("utf-8", errors="replace")
-        lines = environment.redact(text, environment.secret_values(ctx.policy)).splitlines()
+        lines = redact(text, secret_values(os.environ, ctx.policy.secret_suffixes)).splitlines()
         total = len(lines)
         if total == 0:
             return ToolResult(f"{shown} is empty", data={"path": shown, "total_lines": 0})
@@ -278,7 +280,8 @@ class SearchFiles(ArgsTool):
         if not answer.hits:
             return ToolResult(f"no matches for {args.pattern!r} in {answer.searched} files "
                               "searched", data={"count": 0, "files_searched": answer.searched})
-        body = environment.redact("\n".join(answer.hits), environment.secret_values(ctx.policy))
+        body = redact("\n".join(answer.hits),
+                      secret_values(os.environ, ctx.policy.secret_suffixes))
         if answer.truncated:
             body += (f"\n[stopped after {len(answer.hits)} matches; narrow the pattern, path "
                      "or glob]")

@@ -25,12 +25,12 @@ from typing import Any
 
 from agentrun.config import ProjectConfig, parse_config
 from agentrun.core.errors import BadInput
+from agentrun.core.secrets import public_url, secret_values
 from agentrun.project import user_settings
 from agentrun.providers.base import Provider
 from agentrun.providers.catalog import CATALOG, ProviderConfig, provider_names, provider_spec
 from agentrun.providers.errors import NotConfigured
 from agentrun.providers.recording import RecordingProvider
-from agentrun.providers.urls import public_url
 
 DEFAULT_MODELS = {spec.name: spec.default_model for spec in CATALOG.values()}
 # Short names used in agent definitions (as in Claude Code sub-agent files).
@@ -166,7 +166,7 @@ def create_provider(cfg: ProviderConfig, *, script: Path | str | None = None,
         cfg = dataclasses.replace(cfg, base_url=real)
     provider: Provider = provider_spec(cfg.provider).factory(cfg, env, script)
     if record is not None:
-        provider = RecordingProvider(provider, record)
+        provider = RecordingProvider(provider, record, secrets=secret_values(env))
     return provider
 
 

@@ -10,18 +10,18 @@ import pytest
 from fake_model_server import Reply
 
 from agentrun.core.errors import BadInput
-from agentrun.providers.anthropic_provider import AnthropicProvider
-from agentrun.providers.base import Message, Request
-from agentrun.providers.errors import NotConfigured
-from agentrun.providers.openai_provider import OpenAIProvider
-from agentrun.providers.recording import RecordingProvider
-from agentrun.providers.registry import (
+from agentrun.provider_choice import (
     DEFAULT_MODELS,
     create_provider,
     implied_provider,
     provider_env,
     resolve_provider_config,
 )
+from agentrun.providers.anthropic_provider import AnthropicProvider
+from agentrun.providers.base import Message, Request
+from agentrun.providers.errors import NotConfigured
+from agentrun.providers.openai_provider import OpenAIProvider
+from agentrun.providers.recording import RecordingProvider
 from agentrun.providers.scripted import ScriptedProvider
 
 ANT = {"ANTHROPIC_API_KEY": "sk-ant-x"}
@@ -38,7 +38,7 @@ def test_importing_and_resolving_loads_no_sdk():
     code = textwrap.dedent("""
         import sys
         import agentrun.providers
-        from agentrun.providers.registry import create_provider, resolve_provider_config
+        from agentrun.provider_choice import create_provider, resolve_provider_config
         env = {"ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"}
         for provider in ("anthropic", "openai"):
             cfg = resolve_provider_config(flag_provider=provider, env=env)
