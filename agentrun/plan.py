@@ -15,15 +15,15 @@ from agentrun.core.errors import PlanError
 from agentrun.spec.model import Spec, TaskGroup
 
 MAX_GROUPS_PER_WORKER = 3
-Mode = Literal["single", "orchestrated"]
-Severity = Literal["critical", "warning", "info"]
+RunMode = Literal["single", "orchestrated"]
+SpecSeverity = Literal["critical", "warning", "info"]
 
 
 @dataclass
-class Finding:
+class SpecFinding:
     """A lint or audit observation about a spec."""
 
-    severity: Severity
+    severity: SpecSeverity
     code: str
     message: str
     line: int | None = None
@@ -62,12 +62,12 @@ class Wave:
 @dataclass
 class Plan:
     spec_id: str
-    mode: Mode
+    mode: RunMode
     mode_reason: str
     layers: list[list[str]]  # dependency layers, before any split
     waves: list[Wave]  # execution waves; single mode has one wave with one batch
-    findings: list[Finding] = field(default_factory=list)
-    detected_mode: Mode = "single"
+    findings: list[SpecFinding] = field(default_factory=list)
+    detected_mode: RunMode = "single"
 
     @property
     def workers(self) -> int:
@@ -162,7 +162,7 @@ def make_batches(group_ids: list[str], max_workers: int | None = None) -> list[B
     return [Batch(id="_".join(b), groups=b) for b in buckets if b]
 
 
-def detect_mode(spec: Spec, layers: list[list[str]]) -> tuple[Mode, str]:
+def detect_mode(spec: Spec, layers: list[list[str]]) -> tuple[RunMode, str]:
     """Orchestrated only when at least two groups can run in the same wave."""
     if spec.section("Implementation Tasks") is None and not spec.groups:
         return "single", "no Implementation Tasks section"
@@ -178,20 +178,20 @@ def detect_mode(spec: Spec, layers: list[list[str]]) -> tuple[Mode, str]:
                             f"{parallel} wave(s) can run groups in parallel")
 
 
-def wave_drift(spec: Spec, layers: list[list[str]]) -> list[Finding]:
+def wave_drift(spec: Spec, layers: list[list[str]]) -> list[SpecFinding]:
     """Declared waves are advice: report every group whose declared wave differs."""
     computed = {gid: i + 1 for i, layer in enumerate(layers) for gid in layer}
     findings = []
     for gid, declared in spec.declared_waves.items():
         actual = computed.get(gid)
         if actual is None:
-            findings.append(Finding("warning", "declared-wave-unknown-group",
+            findings.append(SpecFinding("warning", "declared-wave-unknown-group",
                                     f"a declared wave names {gid}, which is not a task group",
                                     group=gid))
         elif actual != declared:
             group = spec.group(gid)
             deps = ", ".join(group.dependencies) if group and group.dependencies else "none"
-            findings.append(Finding(
+            findings.append(SpecFinding(
                 "warning", "wave-drift",
                 f"{gid} is declared in wave {declared} but its dependencies ({deps}) put it "
                 f"in wave {actual}; the computed wave is used",
@@ -199,7 +199,7 @@ def wave_drift(spec: Spec, layers: list[list[str]]) -> list[Finding]:
     return findings
 
 
-def definition_findings(spec: Spec) -> list[Finding]:
+def definition_findings(spec: Spec) -> list[SpecFinding]:
     """Slips in how groups are written: a table row whose group id cannot be read (its work
     would never run), an id defined twice (its rows were merged into one group, which is
     rarely what the author meant) and a group that depends on itself."""
@@ -207,26 +207,26 @@ def definition_findings(spec: Spec) -> list[Finding]:
     for row in spec.unread_rows:
         what = (f"the group id `{row.cell}` cannot be read" if row.cell else
                 "a task-group row has no group id (and no row above it to continue)")
-        findings.append(Finding(
+        findings.append(SpecFinding(
             "critical", "unreadable-group",
             f"line {row.line}: {what}; its tasks would not run — write the id as G1, G2, ...",
             line=row.line))
     for g in spec.groups:
         if g.duplicate_lines:
             lines = ", ".join(str(n) for n in [g.line, *g.duplicate_lines])
-            findings.append(Finding(
+            findings.append(SpecFinding(
                 "critical", "duplicate-group",
                 f"{g.id} is defined more than once (lines {lines}); its rows were merged — "
                 "give each group its own id, or mark the rows as segments (S1, S2)",
                 line=g.duplicate_lines[0], group=g.id))
         if g.self_dependency:
-            findings.append(Finding("warning", "self-dependency",
+            findings.append(SpecFinding("warning", "self-dependency",
                                     f"{g.id} names itself as a dependency (ignored)",
                                     line=g.line, group=g.id))
     return findings
 
 
-def build_plan(spec: Spec, mode: Mode | None = None, max_workers: int | None = None) -> Plan:
+def build_plan(spec: Spec, mode: RunMode | None = None, max_workers: int | None = None) -> Plan:
     """Plan a spec. Raises PlanError on a cycle or an unknown dependency."""
     groups = {g.id: g for g in spec.groups}
     layers = compute_layers(spec.groups)
@@ -246,7 +246,7 @@ def build_plan(spec: Spec, mode: Mode | None = None, max_workers: int | None = N
             subwaves = split_by_files(layer, groups)
             if len(subwaves) > 1:
                 shared = _shared_files(layer, groups)
-                findings.append(Finding(
+                findings.append(SpecFinding(
                     "warning", "file-overlap",
                     f"wave {layer_no}: groups {', '.join(layer)} name the same file(s) "
                     f"{', '.join(shared)}; split into {len(subwaves)} sequential sub-waves"))

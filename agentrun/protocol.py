@@ -28,7 +28,7 @@ from agentrun.core.secrets import public_url
 SHARED_SECTIONS = ("Context", "Task", "Goal Analysis", "Requirements", "Constraints",
                    "Assumptions")
 
-Executor = Literal["builtin", "claude-code", "codex"]  # config `executor:`, `run --executor`
+ExecutorName = Literal["builtin", "claude-code", "codex"]  # config `executor:`, `run --executor`
 
 
 class GroupAssignment(BaseModel):
@@ -122,7 +122,7 @@ class Assignment(BaseModel):
     allowance_path: str | None = None
     interactive: bool = False
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
-    executor: Executor = "builtin"  # who works in the worktree: our loop or a coding-agent CLI
+    executor: ExecutorName = "builtin"  # who works in the worktree: our loop or a coding-agent CLI
     setup: SetupSettings | None = None
     # the W3C traceparent of the group's span, when the run is traced (agentrun/telemetry/)
     trace_parent: str | None = None

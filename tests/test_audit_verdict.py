@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agentrun.audit.verdict import Verdict
+from agentrun.audit.verdict import AuditVerdict
 from agentrun.tools.tooldef import field_problems
 
 
 def test_every_field():
-    v = Verdict.model_validate({
+    v = AuditVerdict.model_validate({
         "status": "NEEDS_DECOMPOSITION", "critical_issues": ["too big"],
         "recommendations": ["name the files"], "dimensions": {"clarity": "PASS"},
         "task_groups": [{"id": "G1", "title": "Parser", "tasks": ["parse"], "files": ["a.py"]},
@@ -26,7 +26,7 @@ def test_every_field():
 
 
 def test_lenient_spellings():
-    v = Verdict.model_validate({
+    v = AuditVerdict.model_validate({
         "verdict": "needs revision",
         "critical": [{"title": "Vague criterion", "detail": "say how fast"}],
         "task_groups": [{"id": "g02", "tasks": ["x"], "dependencies": "Group 1, G3"},
@@ -54,11 +54,11 @@ def test_lenient_spellings():
 ])
 def test_invalid_verdicts_are_named_by_field(data: dict[str, Any], says: str):
     with pytest.raises(ValidationError) as err:
-        Verdict.model_validate(data)
+        AuditVerdict.model_validate(data)
     assert any(says in p for p in field_problems(err.value)), field_problems(err.value)
 
 
 def test_unknown_dependency_is_kept_for_the_planner_to_reject():
-    v = Verdict.model_validate({"status": "APPROVED", "task_groups": [
+    v = AuditVerdict.model_validate({"status": "APPROVED", "task_groups": [
         {"id": "G1", "tasks": ["a"], "dependencies": ["setup"]}]})
     assert v.task_groups[0].dependencies == ["setup"]

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from agentrun.audit.verdict import Verdict
+from agentrun.audit.verdict import AuditVerdict
 from agentrun.tools.agent_tools import SubmitResult
 from agentrun.tools.base import INVALID_ARGUMENTS, ToolContext
 from agentrun.tools.names import ALL_TOOLS
@@ -79,7 +79,7 @@ def test_the_output_schema_is_the_models_and_required():
 
 
 def test_the_auditor_verdict_schema_is_offered_whole():
-    output = SubmitResult(Verdict).spec().parameters["properties"]["output"]
+    output = SubmitResult(AuditVerdict).spec().parameters["properties"]["output"]
     assert output["properties"]["status"]["enum"] == [
         "APPROVED", "NEEDS_REVISION", "NEEDS_DECOMPOSITION"]
     group = output["properties"]["task_groups"]["items"]
@@ -122,7 +122,7 @@ def test_an_invalid_output_is_refused_naming_the_field(tmp_path, output, says):
 
 
 def test_a_model_level_check_is_named_without_pydantics_prefix(tmp_path):
-    tools = Toolset(ToolContext(root=tmp_path, hooks=Hooks()), output=Verdict)
+    tools = Toolset(ToolContext(root=tmp_path, hooks=Hooks()), output=AuditVerdict)
     result = tools.call("submit_result", submit(output={
         "status": "APPROVED", "critical_issues": ["x"]}))
     assert "- output: status is APPROVED but 1 critical issue(s)" in result.content

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agentrun.run.cleanup import Leftover
+    from agentrun.run.cleanup import LeftoverCheckout
 
 
-def clean(*, dry_run: bool, force: bool) -> list[Leftover]:
+def clean(*, dry_run: bool, force: bool) -> list[LeftoverCheckout]:
     """Every leftover found, each with what was done to it (`action`, and `reason` when it
     was kept). A dry run removes nothing, and lists even while a run holds the lock."""
     from agentrun import workspace

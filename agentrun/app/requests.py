@@ -26,7 +26,7 @@ from agentrun.core.errors import BadInput
 if TYPE_CHECKING:
     from agentrun.config import ProjectConfig
     from agentrun.protocol import (
-        Executor,
+        ExecutorName,
         ProviderSettings,
         SandboxSettings,
         SetupSettings,
@@ -245,7 +245,7 @@ def run_options(request: RunRequest, config: ProjectConfig, *, provider: Provide
         use_processes=not flags.sequential, pricing=config.price_overrides(),
         ask_continue=ask_continue, warnings=list(warnings or []), sandbox=sandbox,
         sandbox_description=sandbox_description,
-        executor=cast("Executor", executor or "builtin"),
+        executor=cast("ExecutorName", executor or "builtin"),
         review=review, review_skipped=None if request.review else "--no-review",
         setup=setup, max_cost_usd=request.max_cost_usd)
     return dataclasses.replace(options, **left_out)

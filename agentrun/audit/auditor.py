@@ -2,7 +2,7 @@
 
 The auditor runs in a fresh context over the repository with read-only tools, is given the
 spec, PROJECT.md and what code already found (static findings, plan, measured estimates), and
-answers with its verdict as the `output` of `submit_result`: the task declares `Verdict` as
+answers with its verdict as the `output` of `submit_result`: the task declares `AuditVerdict` as
 its result model, so a malformed verdict is refused in the conversation, field by field, and
 the auditor corrects it there. An auditor that ends without a valid verdict is asked once
 more, in another fresh context that is shown its last reply and what went wrong.
@@ -23,13 +23,13 @@ from agentrun.agent.terminator import Limits, limits_for
 from agentrun.attempts import AgentOutcome, run_agent
 from agentrun.audit.estimates import ContextEstimate, approx
 from agentrun.audit.static import StaticAudit
-from agentrun.audit.verdict import Verdict
+from agentrun.audit.verdict import AuditVerdict
 from agentrun.core.errors import EXIT_FAILED, AgentrunError, Interrupted
 from agentrun.core.fsutil import relpath
 from agentrun.core.status import StopReason
 from agentrun.core.usage import Usage
 from agentrun.executors.base import AgentTask
-from agentrun.plan import Finding
+from agentrun.plan import SpecFinding
 from agentrun.project import Project
 from agentrun.providers.base import Provider
 from agentrun.sandbox.base import Sandbox
@@ -38,7 +38,7 @@ from agentrun.spec.model import Spec
 
 AUDITOR = "spec-auditor"
 READ_ONLY_TOOLS = ("read_file", "list_files", "search_files")
-DEFAULT_TOKEN_BUDGET = 200_000  # per auditor run; reading a repository costs more than a task
+AUDIT_TOKEN_BUDGET = 200_000  # per auditor run; reading a repository costs more than a task
 MAX_REPLY_SHOWN = 6_000  # characters of the last reply sent back when re-asking
 
 
@@ -50,13 +50,13 @@ class AuditorFailed(AgentrunError):
 
 @dataclass
 class AuditorAnswer:
-    verdict: Verdict
+    verdict: AuditVerdict
     usage: Usage
     steps: int
     asks: int  # auditor runs: 2 when the verdict had to be asked for again
 
 
-def finding_text(f: Finding) -> str:
+def finding_text(f: SpecFinding) -> str:
     where = f" (line {f.line})" if f.line else ""
     return f"{f.code}{where}: {f.message}"
 
@@ -125,12 +125,12 @@ def ask_auditor(spec: Spec, project: Project, provider: Provider, static: Static
     agent = auditor_agent(project.overrides_root)
     jail, _ = make_sandbox(sandbox, project.root, writable=False)
     run_limits = limits_for(spec.complexity, agent, {"retry_on_failure": False,
-                                                     "token_budget": DEFAULT_TOKEN_BUDGET,
+                                                     "token_budget": AUDIT_TOKEN_BUDGET,
                                                      **(limits or {})})
     cancel = cancel if cancel is not None else threading.Event()
     task = audit_task(spec, project, static, estimate)
     outcome = _run(agent, task, spec, project, provider, run_limits, cancel, jail)
-    if isinstance(outcome.output, Verdict):
+    if isinstance(outcome.output, AuditVerdict):
         return AuditorAnswer(outcome.output, outcome.usage, outcome.steps, 1)
     first = outcome.error or "no verdict was submitted"
     reply = outcome.summary
@@ -140,7 +140,7 @@ def ask_auditor(spec: Spec, project: Project, provider: Provider, static: Static
                                    "original_task": task}, project.overrides_root)
     again = _run(agent, reask, spec, project, provider, run_limits, cancel, jail)
     usage, steps = outcome.usage + again.usage, outcome.steps + again.steps
-    if isinstance(again.output, Verdict):
+    if isinstance(again.output, AuditVerdict):
         return AuditorAnswer(again.output, usage, steps, 2)
     raise AuditorFailed(
         f"{spec.id}: the auditor's verdict was missing or malformed, and again after it was "
@@ -154,7 +154,7 @@ def _run(agent: AgentDefinition, task: str, spec: Spec, project: Project, provid
     """One fresh auditor conversation, whose result model is the verdict."""
     outcome = run_agent(AgentTask(agent=agent, task=task, worktree=project.root, limits=limits,
                                   group=spec.id, project_root=project.overrides_root,
-                                  output=Verdict),
+                                  output=AuditVerdict),
                         provider, cancel=cancel, sandbox=sandbox)
     if outcome.stop_reason == StopReason.INTERRUPTED:
         raise Interrupted(f"the audit of {spec.id} was interrupted",

@@ -26,7 +26,7 @@ from agentrun.audit.estimates import ContextEstimate, Thresholds, estimate_conte
 from agentrun.audit.history import EntryData, render_entry
 from agentrun.audit.static import StaticAudit, static_audit
 from agentrun.audit.taskgen import check_proposal, generate_tasks, proposal_groups
-from agentrun.audit.verdict import Verdict
+from agentrun.audit.verdict import AuditVerdict
 from agentrun.core.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -266,7 +266,7 @@ def audit_spec(path: Path | str, project: Project, access: ModelAccess,
 
 
 def _proposed_groups(result: SpecAudit, spec: Spec, root: Path, project_md: str,
-                     verdict: Verdict, model: str, options: AuditOptions) -> str:
+                     verdict: AuditVerdict, model: str, options: AuditOptions) -> str:
     """Measure and, with --write, render the proposed groups; returns the spec text to write."""
     groups = proposal_groups(verdict.task_groups)
     tasks = result.tasks = TasksResult([g.id for g in groups])

@@ -23,7 +23,7 @@ from pydantic import (
 
 from agentrun.spec.refs import is_none, parse_group_cell
 
-Status = Literal["APPROVED", "NEEDS_REVISION", "NEEDS_DECOMPOSITION"]
+AuditStatus = Literal["APPROVED", "NEEDS_REVISION", "NEEDS_DECOMPOSITION"]
 
 
 def _text_items(value: Any) -> Any:
@@ -121,12 +121,12 @@ class ProposedGroup(BaseModel):
         return value
 
 
-class Verdict(BaseModel):
+class AuditVerdict(BaseModel):
     """The auditor's verdict on the spec."""
 
     model_config = ConfigDict(extra="ignore")
 
-    status: Status = Field(validation_alias=AliasChoices("status", "verdict"), description=(
+    status: AuditStatus = Field(validation_alias=AliasChoices("status", "verdict"), description=(
         "APPROVED when nothing blocks execution; NEEDS_REVISION when something must be fixed "
         "first; NEEDS_DECOMPOSITION when the spec is too large for its workers."))
     critical_issues: list[str] = Field(
@@ -179,7 +179,7 @@ class Verdict(BaseModel):
         return "" if value is None else value
 
     @model_validator(mode="after")
-    def _consistent(self) -> Verdict:
+    def _consistent(self) -> AuditVerdict:
         if self.status == "APPROVED" and self.critical_issues:
             raise ValueError(f"status is APPROVED but {len(self.critical_issues)} critical "
                              "issue(s) are listed; use NEEDS_REVISION, or move them to "

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from agentrun.app.loading import load, pin_to_last_run, suggest_spec
 from agentrun.cli.output import Output, detect_mode
 from agentrun.core.fsutil import relpath
+from agentrun.plan import RunMode  # `--mode`: help lists the values, typer checks them
 
 if TYPE_CHECKING:
     from agentrun.spec.model import Spec
 
 SPEC_ARG = typer.Argument(None, metavar="[SPEC]", show_default=False,
                           help="Spec file or id (default: the active spec in .specflow/STATE.md).")
-__all__ = ["CHANGED_OPT", "FORMAT_OPT", "JSON_OPT", "SPEC_ARG", "Mode", "kept_lines", "load",
+__all__ = ["CHANGED_OPT", "FORMAT_OPT", "JSON_OPT", "SPEC_ARG", "RunMode", "kept_lines", "load",
            "output", "pin_to_last_run", "relpath", "suggest_spec"]
-Mode = Literal["single", "orchestrated"]  # `--mode`: help lists the values, typer checks them
 
 JSON_OPT = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 FORMAT_OPT = typer.Option(

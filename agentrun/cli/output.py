@@ -21,10 +21,10 @@ from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, cast
 if TYPE_CHECKING:
     from rich.console import Console
 
-Mode = Literal["human", "plain", "json"]
+OutputMode = Literal["human", "plain", "json"]
 
 
-def detect_mode(json_flag: bool = False) -> Mode:
+def detect_mode(json_flag: bool = False) -> OutputMode:
     if json_flag:
         return "json"
     if os.environ.get("CI") or not sys.stderr.isatty():
@@ -39,7 +39,7 @@ def events_on_stderr(args: list[str]) -> bool:
 
 
 class Output:
-    def __init__(self, mode: Mode, *, events_on_stderr: bool = False) -> None:
+    def __init__(self, mode: OutputMode, *, events_on_stderr: bool = False) -> None:
         self.events_on_stderr = events_on_stderr
         # the stream the log goes to (None: dropped); a live table would draw on stderr
         self.log_name: str | None = "stderr"

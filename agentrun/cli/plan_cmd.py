@@ -9,7 +9,7 @@ from agentrun.cli.common import (
     FORMAT_OPT,
     JSON_OPT,
     SPEC_ARG,
-    Mode,
+    RunMode,
     groups_doc,
     kept_lines,
     load,
@@ -19,7 +19,7 @@ from agentrun.cli.common import (
 
 def plan(
     spec: str | None = SPEC_ARG,
-    mode: Mode | None = typer.Option(None, "--mode", help="Override the chosen mode."),
+    mode: RunMode | None = typer.Option(None, "--mode", help="Override the chosen mode."),
     max_workers: int | None = typer.Option(
         None, "--max-workers", min=1,
         help="Pack each wave into at most this many workers (up to 3 groups each)."),

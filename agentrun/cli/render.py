@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from agentrun.plan import Finding, Plan, Wave
+    from agentrun.plan import Plan, SpecFinding, Wave
     from agentrun.spec.model import Spec
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -88,7 +88,7 @@ def _at_once(wave: Wave, max_parallel: int | None) -> int:
     return min(len(wave.batches), max_parallel or len(wave.batches))
 
 
-def findings(items: list[Finding], console: Console) -> None:
+def findings(items: list[SpecFinding], console: Console) -> None:
     from rich.markup import escape
 
     for f in items:

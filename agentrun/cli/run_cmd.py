@@ -11,7 +11,7 @@ import typer
 
 from agentrun.app.requests import RunFlags
 from agentrun.cli.ci_report import EVENTS_HELP, JUNIT_HELP
-from agentrun.cli.common import CHANGED_OPT, FORMAT_OPT, JSON_OPT, SPEC_ARG, Mode, output
+from agentrun.cli.common import CHANGED_OPT, FORMAT_OPT, JSON_OPT, SPEC_ARG, RunMode, output
 from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ changes (fix with `agentrun fix`, or --fix-cycles N).
 Opt = typer.Option
 Yes = Annotated[bool, Opt("--yes", "-y", help="Do not ask before starting.")]
 DryRun = Annotated[bool, Opt("--dry-run", help="Stop after the pre-execution summary.")]
-ModeOpt = Annotated[Mode | None, Opt("--mode", help="Override the chosen mode.")]
+ModeOpt = Annotated[RunMode | None, Opt("--mode", help="Override the chosen mode.")]
 MaxParallel = Annotated[int | None, Opt("--max-parallel", min=1,
                                         help="Workers at once (default: the whole wave).")]
 OnFailure = Annotated[Literal["continue", "abort"] | None, Opt(

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from agentrun.formats.model import Imported, Unit, bad_plan
 from agentrun.formats.order import Step, check_graph, reduce, sequence
-from agentrun.formats.text import Item, checklist, paths_in
+from agentrun.formats.text import CheckboxItem, checklist, paths_in
 from agentrun.spec.markdown import Doc
 
 NAME = "kiro"
@@ -44,7 +44,7 @@ def detect(text: str) -> bool:
 
 
 class _Task:
-    def __init__(self, tid: str, item: Item | None, line: int, title: str, parallel: bool,
+    def __init__(self, tid: str, item: CheckboxItem | None, line: int, title: str, parallel: bool,
                  optional: bool) -> None:
         self.tid = tid
         self.item = item

@@ -23,7 +23,7 @@ _TECH = re.compile(r"^[A-Z][A-Za-z0-9]*\.js$")
 
 
 @dataclass
-class Item:
+class CheckboxItem:
     """A checkbox list item: `- [ ] head` and the lines that belong to it."""
 
     line: int  # 0-based line of the item
@@ -39,7 +39,7 @@ class Item:
 @dataclass
 class Checklist:
     doc: Doc
-    items: list[Item]
+    items: list[CheckboxItem]
 
     @property
     def headings(self) -> list[Heading]:
@@ -59,7 +59,7 @@ def checklist(text: str) -> Checklist:
         m = _ITEM.match(lines[start]) if start < len(lines) else None
         if m:
             found.append((start, end, m))
-    items: list[Item] = []
+    items: list[CheckboxItem] = []
     open_: list[tuple[int, int]] = []  # (end line, index) of the items we are inside
     for n, (start, end, m) in enumerate(found):
         while open_ and start >= open_[-1][0]:
@@ -71,7 +71,7 @@ def checklist(text: str) -> Checklist:
             own_end = nxt_start
             break
         body = _dedent(lines[start + 1:own_end])
-        items.append(Item(line=start, checked=m.group(2) != " ", box=m.start(2),
+        items.append(CheckboxItem(line=start, checked=m.group(2) != " ", box=m.start(2),
                           optional=bool(m.group(3)), head=m.group(4).rstrip(), body=body,
                           depth=len(open_), parent=open_[-1][1] if open_ else None))
         open_.append((end, n))

@@ -59,7 +59,7 @@ class ToolSpec:
 
 # "max_tokens": the reply was cut off at the output limit (its last tool call may be incomplete);
 # "refusal": the model declined to answer (its text, if any, says why)
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "other"]
+FinishReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "other"]
 
 
 @dataclass
@@ -68,7 +68,7 @@ class Turn:
 
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
-    stop_reason: StopReason = "end_turn"
+    stop_reason: FinishReason = "end_turn"
     usage: Usage = field(default_factory=Usage)
     model: str = ""
 

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 from agentrun.report.junit import add_element, first_line, serialise
 from agentrun.review.reviewer import SpecReview
-from agentrun.review.verdict import BLOCKING, Judgement
+from agentrun.review.verdict import BLOCKING_SEVERITIES, Judgement
 
 
 def review_junit(result: SpecReview) -> str:
@@ -38,7 +38,7 @@ def review_junit(result: SpecReview) -> str:
             add_element(case, "failure", verdict.evidence,
                 message=first_line(verdict.evidence, "not met"), type="not-met")
     blocking = [f for f in (result.review.findings if result.review else [])
-                if f.severity in BLOCKING]
+                if f.severity in BLOCKING_SEVERITIES]
     if result.review is not None:
         case = add_element(suite, "testcase", classname=cls, name="no critical or major findings",
                    file=str(result.path))

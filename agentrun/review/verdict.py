@@ -35,7 +35,7 @@ class Severity(StrEnum):
     MINOR = "minor"
 
 
-BLOCKING = (Severity.CRITICAL, Severity.MAJOR)
+BLOCKING_SEVERITIES = (Severity.CRITICAL, Severity.MAJOR)
 
 
 def _word(value: Any) -> Any:
@@ -164,7 +164,7 @@ def decide(review: Review, criteria: int) -> ReviewResult:
            if c.verdict == Judgement.MET and c.evidence.strip()}
     if any(n not in met for n in range(1, criteria + 1)):
         return ReviewResult.CHANGES_REQUESTED
-    if any(f.severity in BLOCKING for f in review.findings):
+    if any(f.severity in BLOCKING_SEVERITIES for f in review.findings):
         return ReviewResult.CHANGES_REQUESTED
     return ReviewResult.APPROVED
 

@@ -28,7 +28,7 @@ RUNNING = "running"
 
 
 @dataclass
-class Leftover:
+class LeftoverCheckout:
     """One worktree and/or branch of a run, and what `clean` does with it."""
 
     run_id: str
@@ -73,27 +73,28 @@ def run_statuses(runs_dir: Path, execution_dir: Path) -> dict[str, str]:
     return ended
 
 
-def find(root: Path, runs_dir: Path, execution_dir: Path, running: str | None) -> list[Leftover]:
+def find(root: Path, runs_dir: Path, execution_dir: Path,
+         running: str | None) -> list[LeftoverCheckout]:
     """Every worktree and branch runs left behind, with its run's status."""
     statuses = run_statuses(runs_dir, execution_dir)
-    found: dict[str, Leftover] = {}  # by branch, or by worktree path when it has none
+    found: dict[str, LeftoverCheckout] = {}  # by branch, or by worktree path when it has none
     for path, branch in _worktrees(root):
         run = _run_of(branch, path, runs_dir)
         if run:
-            found[branch or path] = Leftover(run, "", branch, path)
+            found[branch or path] = LeftoverCheckout(run, "", branch, path)
     out = workspace.git("for-each-ref", "--format=%(refname:short)", "refs/heads/agentrun/",
                         cwd=root)
     for branch in out.split():
         match = BRANCH.fullmatch(branch)
         if match and branch not in found:
-            found[branch] = Leftover(match["run"], "", branch, None)
+            found[branch] = LeftoverCheckout(match["run"], "", branch, None)
     for item in found.values():
         item.run_status = RUNNING if item.run_id == running else statuses.get(item.run_id,
                                                                               KILLED)
     return sorted(found.values(), key=lambda i: (i.run_id, i.branch or "", i.worktree or ""))
 
 
-def decide(item: Leftover, *, force: bool) -> bool:
+def decide(item: LeftoverCheckout, *, force: bool) -> bool:
     """Set what happens to `item`; True when it is to be removed."""
     if item.run_status == RUNNING:
         item.action, item.reason = "skipped", "its run is in progress"
@@ -113,7 +114,7 @@ def decide(item: Leftover, *, force: bool) -> bool:
     return True
 
 
-def remove(root: Path, item: Leftover) -> None:
+def remove(root: Path, item: LeftoverCheckout) -> None:
     """Remove the worktree (if any) and the branch (if any)."""
     if item.worktree:
         wt = workspace.Worktree(Path(item.worktree), item.branch or "", "")

@@ -8,7 +8,7 @@ from typing import Any
 
 from agentrun.agent.terminator import Limits
 from agentrun.protocol import (
-    Executor,
+    ExecutorName,
     ProviderSettings,
     SandboxSettings,
     SetupSettings,
@@ -34,7 +34,7 @@ class RunOptions:
     warnings: list[str] = field(default_factory=list)  # recorded in STATE.md's Warnings
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)  # workers and checks
     sandbox_description: str = ""  # "on (bubblewrap)", "off (why)": for the run record
-    executor: Executor = "builtin"
+    executor: ExecutorName = "builtin"
     review: Any = None  # run.review_step.ReviewSettings; None: not reviewed at its end
     review_skipped: str | None = None  # why not, for the record (`--no-review`)
     setup: SetupSettings | None = None  # worktree set-up (its cache dir is the run's own)

@@ -55,7 +55,7 @@ def _key(path: str) -> str:
 
 
 @dataclass(frozen=True)
-class Finding:
+class PolicyFinding:
     """A change a rule covers: `allowed` when the spec names it as work to do."""
 
     path: str
@@ -116,19 +116,19 @@ class MergePolicy:
             return RUNS_CODE
         return None
 
-    def check(self, paths: Iterable[str]) -> list[Finding]:
+    def check(self, paths: Iterable[str]) -> list[PolicyFinding]:
         """The changed paths that a rule covers by name, in the order given."""
         found = []
         for path in paths:
             why = self.denied(path)
             if why is not None:
-                found.append(Finding(path, PATH_DENIED, False, why))
+                found.append(PolicyFinding(path, PATH_DENIED, False, why))
             elif self.kind(path) == RUNS_CODE:
-                found.append(Finding(path, RUNS_CODE, _key(path) in self.named))
+                found.append(PolicyFinding(path, RUNS_CODE, _key(path) in self.named))
         return found
 
     def check_changes(self, changes: Iterable[TreeChange],
-                      symlinks: Callable[[], dict[str, str]]) -> list[Finding]:
+                      symlinks: Callable[[], dict[str, str]]) -> list[PolicyFinding]:
         """The changes between two trees that a rule covers: by name (`check`), plus every
         gitlink added, changed or removed and every symlink added or changed whose target is
         out of bounds. `symlinks` lists the branch's symlinks and their targets (read only when
@@ -140,13 +140,13 @@ class MergePolicy:
         for change in changes:
             finding = by_name.get(change.path)
             if finding is None and GITLINK in (change.old_mode, change.new_mode):
-                finding = Finding(change.path, PATH_DENIED, False,
+                finding = PolicyFinding(change.path, PATH_DENIED, False,
                                   "a gitlink: a nested repository or submodule")
             if finding is None and change.new_mode == SYMLINK:
                 links = symlinks() if links is None else links
                 why = symlink_out_of_bounds(change.path, links)
                 if why is not None:
-                    finding = Finding(change.path, PATH_DENIED, False,
+                    finding = PolicyFinding(change.path, PATH_DENIED, False,
                                       f"a symlink to {links.get(change.path, '?')!r}, {why}")
             if finding is not None:
                 found.append(finding)

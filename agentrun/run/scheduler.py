@@ -87,7 +87,7 @@ class Schedule:
 
 
 @dataclass
-class Verdict:
+class WaveVerdict:
     """Whether a wave's outcome aborts the run, and the warning to record when it does."""
 
     abort: bool
@@ -104,16 +104,16 @@ def unchecked(state: RunState, old: RunState) -> set[str]:
 
 
 def wave_verdict(label: str, ran: list[str], failed: list[str], on_failure: str,
-                 ask_continue: Callable[[list[str]], bool] | None) -> Verdict:
+                 ask_continue: Callable[[list[str]], bool] | None) -> WaveVerdict:
     """Every group failed: abort. Some failed: abort with `on_failure=abort`, else ask."""
     if ran and len(failed) == len(ran):
-        return Verdict(True, f"all groups of wave {label} failed; run aborted")
+        return WaveVerdict(True, f"all groups of wave {label} failed; run aborted")
     if failed:
         if on_failure == OnFailure.ABORT:
-            return Verdict(True)
+            return WaveVerdict(True)
         if ask_continue and not ask_continue(failed):
-            return Verdict(True)
-    return Verdict(False)
+            return WaveVerdict(True)
+    return WaveVerdict(False)
 
 
 def abort_reason(state: RunState) -> str:

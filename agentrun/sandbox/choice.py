@@ -82,7 +82,7 @@ def make_sandbox(mode: str, worktree: Path, *, network: bool = False,
     if not choice.confined:  # confined means bwrap was found and works
         return LocalSandbox(on_spawn=on_spawn), choice
     exe = bwrap_executable() or "bwrap"
-    jail = Jail(worktree=worktree, git_dir=git_common_dir(worktree), writable=writable,
+    jail = Jail(worktree=worktree, git_dir=shared_git_dir(worktree), writable=writable,
                 network=network, home_allow=tuple(Path(p).expanduser() for p in home_allow),
                 path_env=os.environ.get("PATH", ""), writable_paths=writable_paths,
                 limits=resource_limits(limits or SandboxLimits()))
@@ -103,7 +103,7 @@ def resource_limits(limits: SandboxLimits) -> JailLimits:
                   memory=memory * mb)
 
 
-def git_common_dir(worktree: Path) -> Path | None:
+def shared_git_dir(worktree: Path) -> Path | None:
     """The repository's shared git dir (hooks, config, objects, other worktrees' admin
     dirs), kept read-only inside the jail; None outside a repository."""
     out = git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=worktree,

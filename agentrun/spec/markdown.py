@@ -56,7 +56,7 @@ class Table:
 
 
 @dataclass(frozen=True)
-class Item:
+class ListItem:
     """A list item: its first paragraph (if any) and its nesting depth within the scanned range."""
 
     line: int
@@ -142,9 +142,9 @@ class Doc:
                 i += 1
             yield table
 
-    def items(self, start: int, end: int) -> list[Item]:
+    def items(self, start: int, end: int) -> list[ListItem]:
         """List items in a token range, with depth 0 for the outermost lists of the range."""
-        out: list[Item] = []
+        out: list[ListItem] = []
         depth = 0
         toks = self.tokens
         for i in range(start, min(end, len(toks))):
@@ -158,7 +158,7 @@ class Doc:
                 if (i + 2 < len(toks) and toks[i + 1].type == "paragraph_open"
                         and toks[i + 2].type == "inline"):
                     inline = toks[i + 2]
-                out.append(Item(tok.map[0], max(0, depth - 1), inline, i))
+                out.append(ListItem(tok.map[0], max(0, depth - 1), inline, i))
         return out
 
     def paragraphs(self, start: int, end: int) -> Iterator[Token]:

@@ -260,7 +260,7 @@ class SearchFiles(ArgsTool):
             return ToolResult.error(INVALID_ARGUMENTS,
                                     f"pattern is not a valid regular expression: {exc}")
         real = paths.resolve_path(ctx.root, args.path or ".", must_exist=True)
-        request = search.Request(
+        request = search.SearchRequest(
             root=str(ctx.root), path=str(real), pattern=args.pattern, glob=args.glob,
             max_matches=SEARCH_MAX_MATCHES, max_chars=SEARCH_MAX_CHARS,
             line_chars=SEARCH_LINE_CHARS, max_file_bytes=SEARCH_MAX_FILE_BYTES)

@@ -24,7 +24,7 @@ from agentrun.tools import fileio, paths
 
 
 @dataclass
-class Request:
+class SearchRequest:
     root: str
     path: str  # the resolved path to search (a file or a directory)
     pattern: str
@@ -42,7 +42,7 @@ class Answer:
     truncated: bool = False  # a cap on matches or characters was reached
     size: int = 0  # characters of `hits` so far
 
-    def add(self, hit: str, req: Request) -> bool:
+    def add(self, hit: str, req: SearchRequest) -> bool:
         """Record a hit; return True once a cap is reached and the search must stop."""
         if self.hits and self.size + len(hit) + 1 > req.max_chars:
             self.truncated = True
@@ -53,7 +53,7 @@ class Answer:
         return self.truncated
 
 
-def search(req: Request) -> Answer:
+def search(req: SearchRequest) -> Answer:
     root, real = Path(req.root), Path(req.path)
     regex = re.compile(req.pattern)
     base = paths.display_path(root, real)
@@ -76,7 +76,7 @@ def search(req: Request) -> Answer:
     return answer
 
 
-def _search_file(opener: Callable[[], int], rel: str, regex: re.Pattern[str], req: Request,
+def _search_file(opener: Callable[[], int], rel: str, regex: re.Pattern[str], req: SearchRequest,
                  answer: Answer) -> bool:
     """Add the matches of one file; return True once a cap is reached.
     Unreadable, special, huge and binary files are skipped silently."""
@@ -101,7 +101,7 @@ def _search_file(opener: Callable[[], int], rel: str, regex: re.Pattern[str], re
 
 
 def main() -> None:
-    answer = search(Request(**json.load(sys.stdin)))
+    answer = search(SearchRequest(**json.load(sys.stdin)))
     json.dump(asdict(answer), sys.stdout)
 
 
