@@ -16,7 +16,7 @@ from pathlib import Path
 from agentrun.core.fsutil import atomic_write_text, read_text_exact
 from agentrun.formats import gsd, kiro, speckit
 from agentrun.formats.jsonspan import JsonSpanError, ObjectSpan, parse
-from agentrun.formats.text import Item, checklist, tick_lines
+from agentrun.formats.text import CheckboxItem, checklist, tick_lines
 from agentrun.spec.model import Spec
 
 
@@ -54,7 +54,7 @@ def write_back(spec: Spec, root: Path, landed: list[str]) -> list[Path]:
 def _checklist(text: str, ids: list[str], pattern: re.Pattern[str], mark: str,
                containers: dict[str, list[str]]) -> str:
     items = checklist(text).items
-    by_id: dict[str, Item] = {}
+    by_id: dict[str, CheckboxItem] = {}
     for item in items:
         m = pattern.match(item.head)
         if m:
