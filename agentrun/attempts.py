@@ -107,7 +107,7 @@ class _Run:
 
     def all_attempts(self) -> AgentOutcome:
         task, limits = self.task, self.task.limits
-        max_attempts = 1 + limits.max_retries if limits.retry_on_failure else 1
+        max_attempts = 1 + limits.retries if limits.retry_on_failure else 1
         self.record("run_start", agent=task.agent.name, group=task.group, tools=self.tools,
                     limits=limits.to_dict(), validation_command=task.validation_command,
                     **self.executor.describe())
@@ -143,8 +143,8 @@ class _Run:
                 "original_task": task.task, "validation_command": task.validation_command or "",
             }, task.project_root)
         note = (" (the model reported the failure itself: retried once, not "
-                f"{limits.max_retries} times)" if self_retries and gave_up
-                and limits.max_retries > SELF_REPORTED_RETRIES else "")
+                f"{limits.retries} times)" if self_retries and gave_up
+                and limits.retries > SELF_REPORTED_RETRIES else "")
         outcome = _outcome(results, self.transcript.redactor, note)
         self.record("outcome", **outcome.model_dump(mode="json"))
         return outcome

@@ -45,7 +45,7 @@ class ProviderSettings(BaseModel):
     provider: str
     model: str
     base_url: str | None = None  # shown form only: the worker finds the real URL itself
-    max_retries: int = DEFAULT_REQUEST_RETRIES  # of one request (agent/modelcall.py)
+    request_retries: int = DEFAULT_REQUEST_RETRIES  # of one request (agent/modelcall.py)
     timeout_s: float = 600.0
     script: str | None = None  # scripted provider: the script file
     record: str | None = None  # record the session into this scripted-format file
@@ -61,7 +61,7 @@ class WorkerLimits(BaseModel):
     max_steps: int | None = None
     token_budget: int = DEFAULT_TOKEN_BUDGET
     timeout_s: float = DEFAULT_WORKER_TIMEOUT_S
-    max_retries: int = DEFAULT_RETRIES
+    retries: int = DEFAULT_RETRIES  # fresh attempts after a failed one
     retry_on_failure: bool = True
 
 

@@ -149,7 +149,7 @@ def resolve_provider_config(*, flag_provider: str | None = None, flag_model: str
               if provider_source != model_source else f"from {provider_source}")
     return ProviderConfig(provider=provider, model=model,
                           base_url=public_url(base_url) if base_url else None,
-                          max_retries=config.request_retries, timeout_s=config.timeout_s,
+                          request_retries=config.request_retries, timeout_s=config.timeout_s,
                           source=source, script=script_path if spec.needs_script else None)
 
 

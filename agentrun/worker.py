@@ -192,10 +192,10 @@ def _run_attempts(assignment: Assignment, cancel: threading.Event, progress: _Pr
     overrides = {k: v for k, v in {
         "max_steps": assignment.limits.max_steps,
         "token_budget": assignment.limits.token_budget,
-        "max_retries": assignment.limits.max_retries,
+        "retries": assignment.limits.retries,
         "retry_on_failure": assignment.limits.retry_on_failure,
         "max_duration_s": assignment.limits.timeout_s,
-        "infra_retries": assignment.provider.max_retries,
+        "request_retries": assignment.provider.request_retries,
     }.items() if v is not None}
     limits = limits_for(assignment.complexity, agent, overrides)
     task_text = render_worker_assignment(assignment.model_dump(), root)
@@ -239,7 +239,8 @@ def make_provider(assignment: Assignment) -> Provider:
     """Build the provider the assignment names (its adapter imports the SDK on first use)."""
     p = assignment.provider
     cfg = ProviderConfig(provider=p.provider, model=p.model, base_url=p.base_url,
-                         max_retries=p.max_retries, timeout_s=p.timeout_s, source="assignment")
+                         request_retries=p.request_retries, timeout_s=p.timeout_s,
+                         source="assignment")
     return create_provider(cfg, script=Path(p.script) if p.script else None,
                            record=Path(p.record) if p.record else None)
 

@@ -97,7 +97,7 @@ def test_limits_scale_with_complexity():
     assert small.max_consecutive_failures < large.max_consecutive_failures
     assert limits_for(None) == medium == limits_for("unheard-of")
     assert limits_for("simple") == small and limits_for("Complex") == large
-    assert medium.token_budget == 100_000 and medium.max_retries == 3
+    assert medium.token_budget == 100_000 and medium.retries == 3
     assert medium.retry_conditions == RETRY_CONDITIONS
     assert (medium.reflection_after_errors, medium.max_backtracks) == (3, 5)
 

@@ -75,7 +75,7 @@ def test_a_refusal_ends_the_attempt_without_running_its_calls(tmp_path):
     script = [{"text": "I can't help with that.", "stop_reason": "refusal",
                "tool_calls": [call("write_file", path="a.txt", content="a\n")]},
               turn(submit())]
-    outcome, provider, _, repo = run(tmp_path, script, retry_on_failure=True, max_retries=2)
+    outcome, provider, _, repo = run(tmp_path, script, retry_on_failure=True, retries=2)
     assert (outcome.status, outcome.stop_reason) == ("failed", "refusal")
     assert outcome.error == "the model refused the task: I can't help with that."
     assert len(provider.requests) == 1 and outcome.attempts == 1  # not asked again
@@ -324,7 +324,7 @@ def test_stop_error_after_infrastructure_retries_with_backoff(tmp_path):
     delays: list[float] = []
     script = [{"fault": "rate_limit", "retry_after": 7, "repeat": 1},
               {"fault": "server_error", "repeat": 10}]
-    outcome, provider, transcript, _ = run(tmp_path, script, infra_retries=3,
+    outcome, provider, transcript, _ = run(tmp_path, script, request_retries=3,
                                            sleep=no_sleep(delays))
     assert outcome.stop_reason == "error"
     assert outcome.status == "failed"
@@ -345,7 +345,7 @@ def test_a_wait_longer_than_agentrun_waits_stops_at_once_as_rate_limited(tmp_pat
     for name, script in cases.items():
         delays: list[float] = []
         seen: list[BaseEvent] = []
-        outcome, provider, _, _ = run(tmp_path / name, script, infra_retries=2,
+        outcome, provider, _, _ = run(tmp_path / name, script, request_retries=2,
                                       sleep=no_sleep(delays), on_event=seen.append)
         assert (outcome.status, outcome.stop_reason) == ("failed", "rate_limited"), name
         assert outcome.steps == 0

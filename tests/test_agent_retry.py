@@ -95,11 +95,11 @@ def test_snapshot_rollback_between_attempts(tmp_path):
                                    "status": ""}
 
 
-def test_max_retries_exhausted(tmp_path):
+def test_retries_exhausted(tmp_path):
     repo = make_repo(tmp_path)
     bad = [turn(call("write_file", path="app.py", content="import nowhere_to_be_found\n")),
            turn(submit())]
-    outcome, provider, transcript = run(repo, bad * 3, retry_on_failure=True, max_retries=2,
+    outcome, provider, transcript = run(repo, bad * 3, retry_on_failure=True, retries=2,
                                         validation_command=CHECK)
     assert outcome.attempts == 3
     assert outcome.status == "failed"

@@ -60,7 +60,7 @@ def test_validation_failure_rolls_back_and_retries_with_the_failure(tmp_path):
         {"app.py": "VALUE = 1\n", "scratch.txt": "left behind\n"},
         {"app.py": "VALUE = 2\n"},
     ])
-    outcome, transcript = run(repo, executor, retry_on_failure=True, max_retries=2,
+    outcome, transcript = run(repo, executor, retry_on_failure=True, retries=2,
                               validation_command=CHECK)
 
     assert outcome.status == "complete" and outcome.attempts == 2
@@ -96,7 +96,7 @@ def test_without_retries_a_failed_validation_is_the_outcome(tmp_path):
 def test_every_attempt_failing_reports_the_last_failure(tmp_path):
     repo = make_repo(tmp_path)
     executor = FileWritingExecutor([{"app.py": "VALUE = 1\n"}, {"app.py": "VALUE = 3\n"}])
-    outcome, _ = run(repo, executor, retry_on_failure=True, max_retries=1,
+    outcome, _ = run(repo, executor, retry_on_failure=True, retries=1,
                      validation_command=CHECK)
     assert outcome.status == "failed" and outcome.attempts == 2
     assert outcome.error.startswith("failed after 2 attempts; last error: validation command")

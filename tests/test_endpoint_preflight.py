@@ -17,7 +17,7 @@ from agentrun.run.endpoint import EndpointUnusable, check_endpoint
 
 
 def config(provider: str) -> ProviderConfig:
-    return ProviderConfig(provider=provider, model="m", base_url=None, max_retries=0,
+    return ProviderConfig(provider=provider, model="m", base_url=None, request_retries=0,
                           timeout_s=5, source="test")
 
 

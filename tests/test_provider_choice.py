@@ -72,7 +72,7 @@ def test_nothing_configured_names_every_way_to_configure():
 def test_auto_detect_from_keys(env, provider, model):
     cfg = resolve(env=env)
     assert (cfg.provider, cfg.model) == (provider, model)
-    assert cfg.max_retries == 6 and cfg.timeout_s == 600.0
+    assert cfg.request_retries == 6 and cfg.timeout_s == 600.0
 
 
 @pytest.mark.parametrize("key", ["base_url", "OPENAI_BASE_URL", "api_key",
@@ -216,7 +216,7 @@ def test_base_url_belongs_to_its_provider_and_config_sets_limits():
     config = {"provider": "openai", "model": "qwen3", "max_retries": 5, "timeout_s": 30}
     env = {"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1"}
     cfg = resolve(env=env, config=config)  # no key needed: the base URL says "local server"
-    assert (cfg.provider, cfg.model, cfg.base_url, cfg.max_retries, cfg.timeout_s) == (
+    assert (cfg.provider, cfg.model, cfg.base_url, cfg.request_retries, cfg.timeout_s) == (
         "openai", "qwen3", "http://127.0.0.1:11434/v1", 5, 30.0)
     other = resolve(env={**ANT, **env}, config=config, flag_provider="anthropic")
     assert other.base_url is None

@@ -30,7 +30,7 @@ def orchestrator(tmp_path, script, **options):
     events: list[BaseEvent] = []
     orch = Orchestrator(project, spec, build_plan(spec, mode="orchestrated"),
                         RunOptions(provider=provider, use_processes=False,
-                                   limits=WorkerLimits(max_retries=0), **options),
+                                   limits=WorkerLimits(retries=0), **options),
                         on_event=events.append)
     return orch, events
 

@@ -36,14 +36,14 @@ def test_new_names_set_both_settings_without_a_warning(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert not [w for w in warnings(proc.stderr) if "deprecated" in w]
     doc = assignment(root)
-    assert (doc["limits"]["max_retries"], doc["provider"]["max_retries"]) == (5, 4)
+    assert (doc["limits"]["retries"], doc["provider"]["request_retries"]) == (5, 4)
 
 
 def test_the_retries_flag_wins_over_the_config(tmp_path):
     root = project(tmp_path, "retries: 5\n")
     proc = agentrun("run", "SPEC-1", *scripted("--retries", "1"), cwd=root)
     assert proc.returncode == 0, proc.stderr
-    assert assignment(root)["limits"]["max_retries"] == 1
+    assert assignment(root)["limits"]["retries"] == 1
 
 
 def test_old_flag_works_with_one_warning(tmp_path):
@@ -51,7 +51,7 @@ def test_old_flag_works_with_one_warning(tmp_path):
     proc = agentrun("run", "SPEC-1", *scripted("--max-retries", "0"), cwd=root)
     assert proc.returncode == 0, proc.stderr
     assert warnings(proc.stderr) == ["warning: --max-retries is deprecated; use --retries"]
-    assert assignment(root)["limits"]["max_retries"] == 0
+    assert assignment(root)["limits"]["retries"] == 0
     assert json.loads(proc.stdout)["status"] == "complete"  # stdout stays one JSON document
 
 
@@ -63,7 +63,7 @@ def test_old_config_key_works_with_one_warning_naming_the_new_key(tmp_path):
     assert len(deprecated) == 1
     assert "`max_retries` is deprecated; rename it to `request_retries`" in deprecated[0]
     doc = assignment(root)
-    assert (doc["provider"]["max_retries"], doc["limits"]["max_retries"]) == (0, 3)
+    assert (doc["provider"]["request_retries"], doc["limits"]["retries"]) == (0, 3)
 
 
 def test_old_and_new_config_key_together_is_bad_input(tmp_path):

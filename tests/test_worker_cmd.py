@@ -40,7 +40,7 @@ def make_assignment(tmp_path, script, validation=None, checkout=True,
         branch="agentrun/SPEC-1/G1", base_commit=base,
         provider=ProviderSettings(provider="scripted", model="scripted",
                                   script=str(script_path)),
-        limits=WorkerLimits(max_retries=1), validation_command=validation,
+        limits=WorkerLimits(retries=1), validation_command=validation,
         result_path=str(out / "result.json"), transcript_path=str(out / "t.jsonl"),
         progress_path=str(out / "progress.ndjson"), sandbox=SandboxSettings(mode=sandbox))
     path = tmp_path / "assignment.json"

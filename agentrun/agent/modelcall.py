@@ -3,7 +3,7 @@ long to wait first, and cancellation that does not wait for a slow reply.
 
 The SDKs make one request per call (their own retries are off). Rate limits (429), an
 overloaded provider (529, 503), other 5xx, timeouts, dropped connections and malformed bodies are
-retried here, never shown to the model, up to `limits.infra_retries` times and `max_wait_s` of
+retried here, never shown to the model, up to `limits.request_retries` times and `max_wait_s` of
 waiting in all: after the wait the server asks for (`retry-after-ms`, `retry-after` in seconds
 or as an HTTP date), else after a delay that doubles from 1 s up to 30 s. A wait asked for that
 is longer than `limits.max_wait_s` is not sat through: the attempt stops at once with
@@ -49,7 +49,7 @@ def backoff_delay(retry: int, retry_after: float | None) -> float:
 
 
 def call_model(rt: Runtime, request: Request, **where: Any) -> Turn:
-    """One model turn, retrying infrastructure errors up to `limits.infra_retries` times.
+    """One model turn, retrying infrastructure errors up to `limits.request_retries` times.
 
     Raises `Stopped` on interrupt, timeout or a rate limit not worth waiting for, or the last
     `ProviderError` when retrying cannot help (or retries are used up).
@@ -72,7 +72,7 @@ def call_model(rt: Runtime, request: Request, **where: Any) -> Turn:
                                where, wait_s=round(delay, 3)) from exc
             if not is_infrastructure(exc):
                 raise
-            if retry >= rt.limits.infra_retries or waited + delay > rt.limits.max_wait_s:
+            if retry >= rt.limits.request_retries or waited + delay > rt.limits.max_wait_s:
                 tries = (f"after {retry} retr{'y' if retry == 1 else 'ies'}, "
                          f"{_seconds(waited)} waited")
                 if limited:
@@ -82,7 +82,7 @@ def call_model(rt: Runtime, request: Request, **where: Any) -> Turn:
             retry += 1
             waited += delay
             rt.record("infra_retry", error=f"{type(exc).__name__}: {exc}", retry=retry,
-                      max_retries=rt.limits.infra_retries, delay_s=delay, **where)
+                      request_retries=rt.limits.request_retries, delay_s=delay, **where)
             rt.wait(delay)
 
 

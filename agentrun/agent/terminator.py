@@ -31,12 +31,12 @@ class Limits:
     max_consecutive_failures: int  # steps in a row whose tool calls all failed
     token_budget: int = DEFAULT_TOKEN_BUDGET  # for the whole execution, sub-agents included
     retry_on_failure: bool = True
-    max_retries: int = DEFAULT_RETRIES  # attempts = 1 + max_retries
+    retries: int = DEFAULT_RETRIES  # fresh attempts after a failed one: attempts = 1 + retries
     retry_conditions: frozenset[str] = field(default_factory=lambda: RETRY_CONDITIONS)
     reflection_after_errors: int = 3  # circuit breaker level 1
     max_backtracks: int = 5  # circuit breaker level 2
     stuck_repeats: int = 3  # same call, same arguments, same result this many times in a row
-    infra_retries: int = DEFAULT_REQUEST_RETRIES  # of a model call on 429, 529, 5xx, timeouts
+    request_retries: int = DEFAULT_REQUEST_RETRIES  # of a model call on 429, 529, 5xx, timeouts
     max_wait_s: float = 60.0  # the longest wait before a retry; a server asking more: stop
     subagent_max_steps: int = 10
     denials_before_escalation: int = 2  # PATH_DENIED / COMMAND_DENIED results in one attempt

@@ -183,5 +183,5 @@ def run_provider_config(project: Project, plan: Plan, flags: RunFlags
             raise
         provider = next(iter(DEFAULT_MODELS))
         return ProviderConfig(provider=provider, model=DEFAULT_MODELS[provider],
-                              base_url=None, max_retries=project.config.request_retries,
+                              base_url=None, request_retries=project.config.request_retries,
                               timeout_s=project.config.timeout_s, source="none"), exc

@@ -133,7 +133,7 @@ class RunRequest:
         from agentrun.protocol import WorkerLimits
 
         return WorkerLimits(max_steps=self.max_steps, token_budget=self.token_budget,
-                            timeout_s=self.worker_timeout_s, max_retries=self.retries)
+                            timeout_s=self.worker_timeout_s, retries=self.retries)
 
 
 def plan_mode(value: str | None) -> PlanMode | None:
@@ -219,7 +219,7 @@ def worker_provider(cfg: Any, flags: RunFlags) -> ProviderSettings:
     from agentrun.protocol import ProviderSettings
 
     return ProviderSettings(provider=cfg.provider, model=cfg.model, base_url=cfg.base_url,
-                            max_retries=cfg.max_retries, timeout_s=cfg.timeout_s,
+                            request_retries=cfg.request_retries, timeout_s=cfg.timeout_s,
                             script=str(Path(cfg.script).resolve()) if cfg.script else None,
                             record=str(flags.record.resolve()) if flags.record else None)
 

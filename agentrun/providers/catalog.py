@@ -28,7 +28,7 @@ class ProviderConfig:
     provider: str
     model: str
     base_url: str | None
-    max_retries: int  # agent/modelcall.py's retries of one request (config request_retries)
+    request_retries: int  # agent/modelcall.py's retries of one request
     timeout_s: float
     source: str  # where provider and model came from, for display
     script: str | None = None  # scripted provider only
