@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import email.utils
 import json
 import socket
 import time
+from pathlib import Path
 
 import pytest
 from fake_model_server import Error, Raw, Reply, openai_completion_json
@@ -401,6 +403,20 @@ def test_the_sdk_never_retries_and_the_wait_asked_for_is_read(kind, fake_model_s
     assert type(unavailable) is Overloaded and unavailable.retry_after == 1.5
     assert type(boom) is ServerError and boom.retryable and "500" in boom.message
     assert type(spent) is RateLimited and not spent.retryable
+
+
+def test_only_modelcall_asks_a_provider():
+    """Outside the providers (whose wrappers pass a call on), agent/modelcall.py is the one
+    module that calls `Provider.complete`: no second layer of retries or waits can grow."""
+    package = Path(__file__).resolve().parent.parent / "agentrun"
+    callers = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "complete":
+                callers.add(path.relative_to(package).as_posix())
+    assert "agent/modelcall.py" in callers  # the scan sees the one caller
+    assert {c for c in callers if not c.startswith("providers/")} == {"agent/modelcall.py"}
 
 
 @BOTH
