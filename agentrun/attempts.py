@@ -22,7 +22,7 @@ from agentrun.agent.conversation import tool_names_for
 from agentrun.agent.prompts import render
 from agentrun.agent.results import AttemptOutcome
 from agentrun.agent.snapshots import Snapshot, restore_snapshot, take_snapshot
-from agentrun.agent.transcript import Redactor, Transcript, emit_safely
+from agentrun.agent.transcript import Transcript, emit_safely
 from agentrun.core.errors import AgentrunError
 from agentrun.core.events import (
     AttemptEndEvent,
@@ -32,6 +32,7 @@ from agentrun.core.events import (
     ValidationEvent,
 )
 from agentrun.core.results import Outcome
+from agentrun.core.secrets import Redactor
 from agentrun.core.status import Status, StopReason
 from agentrun.core.usage import Usage
 from agentrun.executors.base import AgentTask, Attempt, Budget, Executor
