@@ -21,13 +21,13 @@ from agentrun.audit.verdict import ProposedGroup
 from agentrun.core.errors import PlanError, SpecError
 from agentrun.plan import Plan, build_plan, compute_layers
 from agentrun.spec import frontmatter, parse_spec
+from agentrun.spec.groups import IMPL_TITLES
 from agentrun.spec.markdown import norm_title
 from agentrun.spec.model import Spec, TaskGroup
 from agentrun.spec.refs import looks_like_path, unique
 from agentrun.spec.writeback import _eol, _lines, upsert_section
 
-SECTION = "Implementation Tasks"
-IMPL_TITLES = ("implementation tasks", "implementation plan", "task groups")
+TASKS_SECTION = "Implementation Tasks"
 INSERT_BEFORE = ("audit history", "execution summary")  # the new section goes above these
 _RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _CODE = re.compile(r"`([^`\r\n]+)`")
@@ -122,7 +122,7 @@ def place_section(text: str, spec: Spec, body: str) -> str:
     anchor = next((s for s in spec.sections
                    if s.level == 2 and norm_title(s.title) in INSERT_BEFORE), None)
     if anchor is None:
-        return upsert_section(text, SECTION, body)
+        return upsert_section(text, TASKS_SECTION, body)
     lines = _lines(text)
     block = frontmatter.locate(text)
     floor = block.span.stop if block is not None else 0
@@ -130,7 +130,7 @@ def place_section(text: str, spec: Spec, body: str) -> str:
     while at > floor and (not lines[at - 1].strip() or _RULE.match(lines[at - 1].rstrip("\r\n"))):
         at -= 1  # above the blank lines and `---` that separate the sections
     eol = _eol(text)
-    piece = [f"## {SECTION}{eol}", eol, *(line + eol for line in body.splitlines())]
+    piece = [f"## {TASKS_SECTION}{eol}", eol, *(line + eol for line in body.splitlines())]
     if at > 0:
         piece.insert(0, eol)  # a blank line after the content above
     if lines[at].strip():
