@@ -6,6 +6,7 @@ count too, since they hide a cycle rather than break it."""
 from __future__ import annotations
 
 import ast
+import functools
 import graphlib
 from pathlib import Path
 
@@ -31,6 +32,7 @@ def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
     return {m for m in found if m in modules}
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
     """Module -> the package's modules it imports (a package's own parents left out: importing
     `agentrun.tools.policy` runs `agentrun.tools` first whoever asks)."""
