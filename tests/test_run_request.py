@@ -100,7 +100,7 @@ def test_the_options_a_run_reads_come_from_the_request() -> None:
                           provider=ProviderSettings(provider="scripted", model="m"),
                           sandbox=SandboxSettings(), sandbox_description="off", tty=False)
     assert (options.max_parallel, options.on_failure, options.max_cost_usd) == (3, "abort", 2.5)
-    assert (options.limits.max_steps, options.limits.token_budget, options.limits.max_retries) \
+    assert (options.limits.max_steps, options.limits.token_budget, options.limits.retries) \
         == (4, 50_000, 5)
     assert (options.use_processes, options.review_skipped) == (False, "--no-review")
     left = run_options(request, parse_config(CONFIG), provider=options.provider,
