@@ -19,9 +19,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from agentrun.core.errors import BadInput
+from agentrun.plan import RunMode
 
 if TYPE_CHECKING:
     from agentrun.config import ProjectConfig
@@ -34,8 +35,7 @@ if TYPE_CHECKING:
     )
     from agentrun.run.options import RunOptions
 
-PlanMode = Literal["single", "orchestrated"]
-MODES: tuple[PlanMode, ...] = ("single", "orchestrated")
+MODES: tuple[RunMode, ...] = ("single", "orchestrated")
 ON_FAILURE = ("continue", "abort")
 EXECUTORS = ("builtin", "claude-code", "codex")  # agent/definitions.py's EXECUTORS
 
@@ -136,7 +136,7 @@ class RunRequest:
                             timeout_s=self.worker_timeout_s, retries=self.retries)
 
 
-def plan_mode(value: str | None) -> PlanMode | None:
+def plan_mode(value: str | None) -> RunMode | None:
     """`--mode` (or a recorded run's mode), checked: None lets the plan choose."""
     if value is None:
         return None

@@ -54,21 +54,21 @@ tree, lock held, no model for the last wave's review, a run that started elsewhe
 Opt = typer.Option
 SpecArg = Annotated[str, typer.Argument(metavar="SPEC", show_default=False,
                                         help="Spec file or id.")]
-Results = Annotated[list[Path], typer.Argument(
+ResultsArg = Annotated[list[Path], typer.Argument(
     metavar="RESULTS", show_default=False, help="The result files of one wave's worker jobs.")]
 Remote = Annotated[str, Opt("--remote",
                             help="Remote whose fetched branches hold the jobs' commits.")]
-OnFailure = Annotated[str | None, Opt("--on-failure", help=(
+OnFailureOpt = Annotated[str | None, Opt("--on-failure", help=(
     "After a wave with failures: continue (default) or abort."))]
 AllowMissing = Annotated[bool, Opt("--allow-missing", help=(
     "Count batches without a result file as failed instead of refusing."))]
-PlanMode = Annotated[str | None, Opt("--mode", help="As given to `plan --matrix`.")]
+PlanModeOpt = Annotated[str | None, Opt("--mode", help="As given to `plan --matrix`.")]
 MaxWorkers = Annotated[int | None, Opt("--max-workers", min=1,
                                        help="As given to `plan --matrix`.")]
 Start = Annotated[str | None, Opt("--start-commit", metavar="COMMIT", help=(
     "The run's start commit (where its plan was made): its .specflow/config.yaml applies, "
     "not the checkout's."))]
-SandboxMode = Annotated[str | None, Opt("--sandbox", metavar="auto|on|off", help=(
+SandboxModeOpt = Annotated[str | None, Opt("--sandbox", metavar="auto|on|off", help=(
     "Confine the integration check's and the reviewer's commands with bubblewrap: auto "
     "(where it works), on (refuse to start without it) or off (config: sandbox.mode; "
     "default auto)."))]
@@ -83,10 +83,10 @@ ReviewProvider = Annotated[str | None, Opt("--provider", help=(
 ReviewModel = Annotated[str | None, Opt("--model", help="The reviewer's model.")]
 
 
-def aggregate(spec: SpecArg, results: Results, remote: Remote = "origin",
-              on_failure: OnFailure = None, allow_missing: AllowMissing = False,
-              mode: PlanMode = None, max_workers: MaxWorkers = None, start: Start = None,
-              sandbox: SandboxMode = None, github_output: GithubOutput = False,
+def aggregate(spec: SpecArg, results: ResultsArg, remote: Remote = "origin",
+              on_failure: OnFailureOpt = None, allow_missing: AllowMissing = False,
+              mode: PlanModeOpt = None, max_workers: MaxWorkers = None, start: Start = None,
+              sandbox: SandboxModeOpt = None, github_output: GithubOutput = False,
               no_review: NoReview = False, provider: ReviewProvider = None,
               model: ReviewModel = None, script: Script = None, junit: Junit = None,
               events: Events = None, json_out: bool = JSON_OPT) -> None:

@@ -89,7 +89,7 @@ BASE_CHECK = "base check"  # the row of the validation command on the run's base
 
 
 @dataclass
-class Row:
+class LiveRow:
     batch: str
     groups: list[str]
     state: str = "starting"
@@ -128,7 +128,7 @@ class Progress:
     def __init__(self, out: Output, pricing: dict[str, Any] | None = None) -> None:
         self.out = out
         self.pricing = pricing
-        self.rows: dict[str, Row] = {}
+        self.rows: dict[str, LiveRow] = {}
         self.waves_total = 0
         self.waves_done = 0
         self.phase = ""  # what the run is doing: a wave, its integration check, the review
@@ -164,7 +164,7 @@ class Progress:
     def _wave_start(self, e: WaveStartEvent) -> None:
         self.phase = f"Wave {e.wave}/{max(self.waves_total, 1)}"
         for name in e.batches:  # under --max-parallel, some wait for a free slot
-            self.rows.setdefault(name, Row(name, name.split("_"), state=QUEUED))
+            self.rows.setdefault(name, LiveRow(name, name.split("_"), state=QUEUED))
 
     @_on(WaveDoneEvent)
     def _wave_done(self, e: WaveDoneEvent) -> None:
@@ -176,7 +176,7 @@ class Progress:
     @_on(BaseCheckStartEvent)
     def _base_check_start(self, e: BaseCheckStartEvent) -> None:
         self.phase = "Base check"
-        self.rows[BASE_CHECK] = Row(BASE_CHECK, [], state="checking")
+        self.rows[BASE_CHECK] = LiveRow(BASE_CHECK, [], state="checking")
 
     @_on(BaseCheckDoneEvent)
     def _base_check_done(self, e: BaseCheckDoneEvent) -> None:
@@ -185,7 +185,7 @@ class Progress:
     @_on(IntegrationStartEvent)
     def _integration_start(self, e: IntegrationStartEvent) -> None:
         self.phase = f"Wave {e.wave}/{max(self.waves_total, 1)} · integration check"
-        self.rows[f"check {e.wave}"] = Row(f"check {e.wave}", [], state="checking")
+        self.rows[f"check {e.wave}"] = LiveRow(f"check {e.wave}", [], state="checking")
 
     @_on(IntegrationStepEvent)
     def _integration_step(self, e: IntegrationStepEvent) -> None:
@@ -199,7 +199,7 @@ class Progress:
     def _integration_done(self, e: IntegrationPassedEvent | IntegrationFailedEvent) -> None:
         self._ended(self.rows.get(f"check {e.wave}"), isinstance(e, IntegrationPassedEvent))
 
-    def _ended(self, row: Row | None, passed: bool) -> None:
+    def _ended(self, row: LiveRow | None, passed: bool) -> None:
         if row is not None:
             row.state, row.ended = ("passed" if passed else "failed"), time.monotonic()
 
@@ -208,7 +208,7 @@ class Progress:
         self.reviews += 1
         self.phase = "Review"
         name = self._review_row()
-        self.rows[name] = Row(name, [], state="reviewing", model=e.model)
+        self.rows[name] = LiveRow(name, [], state="reviewing", model=e.model)
 
     @_on(ReviewStepEvent)
     def _review_step(self, e: ReviewStepEvent) -> None:
@@ -237,7 +237,7 @@ class Progress:
     # -- the workers ------------------------------------------------------------------------
     @_on(WorkerStartEvent)
     def _worker_start(self, e: WorkerStartEvent) -> None:
-        self.rows[e.batch] = Row(e.batch, list(e.groups))
+        self.rows[e.batch] = LiveRow(e.batch, list(e.groups))
 
     @_on(AgentStartEvent)
     def _agent_start(self, e: AgentStartEvent) -> None:
@@ -250,7 +250,7 @@ class Progress:
             row.state = "working"
             self._stepped(row, e)
 
-    def _stepped(self, row: Row, e: AgentStepEvent | ReviewStepEvent) -> None:
+    def _stepped(self, row: LiveRow, e: AgentStepEvent | ReviewStepEvent) -> None:
         """A turn (`step`, `tool`) or a model call (`tokens`, `worker_usage`), or both."""
         if e.step is not None:
             row.step, row.tool = e.step, e.tool or row.tool

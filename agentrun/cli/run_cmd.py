@@ -51,7 +51,7 @@ DryRun = Annotated[bool, Opt("--dry-run", help="Stop after the pre-execution sum
 ModeOpt = Annotated[RunMode | None, Opt("--mode", help="Override the chosen mode.")]
 MaxParallel = Annotated[int | None, Opt("--max-parallel", min=1,
                                         help="Workers at once (default: the whole wave).")]
-OnFailure = Annotated[Literal["continue", "abort"] | None, Opt(
+OnFailureOpt = Annotated[Literal["continue", "abort"] | None, Opt(
     "--on-failure", help="After a wave with failures: continue or abort (default: ask in a "
                          "terminal, continue otherwise).")]
 AllowDirty = Annotated[bool, Opt("--allow-dirty", help="Run with uncommitted changes the spec "
@@ -68,7 +68,7 @@ AllowFailingBase = Annotated[bool, Opt(
     "--allow-failing-base", help="Run even though the validation command fails before any "
                                  "change; merged results then pass when they add no new "
                                  "failures.")]
-Provider = Annotated[str | None, Opt("--provider", help="anthropic, openai or scripted.")]
+ProviderOpt = Annotated[str | None, Opt("--provider", help="anthropic, openai or scripted.")]
 Model = Annotated[str | None, Opt("--model", help="Model name.")]
 Script = Annotated[Path | None, Opt("--script", help="Script file for the scripted provider.")]
 Record = Annotated[Path | None, Opt("--record",
@@ -87,7 +87,7 @@ InProcess = Annotated[bool, Opt("--in-process",
                                 help="Run workers in this process, one at a time.")]
 Interactive = Annotated[bool, Opt("--interactive",
                                   help="Let agents ask before risky steps (TTY only).")]
-Sandbox = Annotated[Literal["auto", "on", "off"] | None, Opt("--sandbox", help=SANDBOX_HELP)]
+SandboxOpt = Annotated[Literal["auto", "on", "off"] | None, Opt("--sandbox", help=SANDBOX_HELP)]
 AllowNetwork = Annotated[bool, Opt("--allow-network", help=NETWORK_HELP)]
 Setup = Annotated[str | None, Opt("--setup", metavar="CMD", help=(
     "Run CMD in every new worktree before its worker starts (config: setup_command)."))]
@@ -106,16 +106,16 @@ FixCycles = Annotated[int | None, Opt("--fix-cycles", min=0, metavar="N", help=(
 
 
 def run(spec: str | None = SPEC_ARG, yes: Yes = False, dry_run: DryRun = False,
-        mode: ModeOpt = None, max_parallel: MaxParallel = None, on_failure: OnFailure = None,
+        mode: ModeOpt = None, max_parallel: MaxParallel = None, on_failure: OnFailureOpt = None,
         allow_dirty: AllowDirty = False, require_audit: RequireAudit = False,
         force: Force = False, resume: Resume = False, rerun: Rerun = False,
-        allow_failing_base: AllowFailingBase = False, provider: Provider = None,
+        allow_failing_base: AllowFailingBase = False, provider: ProviderOpt = None,
         model: Model = None, script: Script = None, record: Record = None,
         max_steps: MaxSteps = None, token_budget: TokenBudget = None,
         worker_timeout: WorkerTimeout = None, retries: Retries = None,
         old_retries: OldRetries = None, validation_command: Validate = None,
         sequential: InProcess = False, interactive: Interactive = False,
-        sandbox: Sandbox = None, allow_network: AllowNetwork = False, setup: Setup = None,
+        sandbox: SandboxOpt = None, allow_network: AllowNetwork = False, setup: Setup = None,
         max_cost: MaxCost = None, junit: Junit = None, events: Events = None,
         executor: ExecutorOpt = None, no_review: NoReview = False,
         fix_cycles: FixCycles = None, fmt: str | None = FORMAT_OPT,

@@ -20,7 +20,7 @@ from agentrun.cli.run_cmd import (
     MaxSteps,
     Model,
     OldRetries,
-    Provider,
+    ProviderOpt,
     Script,
     TokenBudget,
     Validate,
@@ -67,24 +67,24 @@ Start = Annotated[str | None, CIOpt("--start-commit", metavar="COMMIT", help=(
     "CI form: the run's start commit (where its plan was made); its .specflow/config.yaml "
     "applies, not the checkout's."))]
 OutPath = Annotated[Path | None, CIOpt("--out", help="CI form: where to write the result JSON.")]
-PlanMode = Annotated[str | None, CIOpt("--mode", help="CI form: as given to `plan`.")]
+PlanModeOpt = Annotated[str | None, CIOpt("--mode", help="CI form: as given to `plan`.")]
 MaxWorkers = Annotated[int | None, CIOpt("--max-workers", min=1,
                                          help="CI form: as given to `plan`.")]
 AgentTimeout = Annotated[float | None, CIOpt("--worker-timeout", min=1,
                                              help="Seconds the agent may take.")]
 WorkerRetries = Annotated[int | None, CIOpt("--retries", min=0, metavar="N",
                                             help="Fresh attempts after a failed one.")]
-SandboxMode = Annotated[str | None, CIOpt("--sandbox", metavar="auto|on|off",
+SandboxModeOpt = Annotated[str | None, CIOpt("--sandbox", metavar="auto|on|off",
                                           help=SANDBOX_HELP)]
 
 
 def worker(assignment: AssignmentOpt = None, spec: SpecOpt = None, groups: Groups = None,
            base: Base = None, start: Start = None, out_path: OutPath = None,
-           mode: PlanMode = None, max_workers: MaxWorkers = None, provider: Provider = None,
+           mode: PlanModeOpt = None, max_workers: MaxWorkers = None, provider: ProviderOpt = None,
            model: Model = None, script: Script = None, max_steps: MaxSteps = None,
            token_budget: TokenBudget = None, worker_timeout: AgentTimeout = None,
            retries: WorkerRetries = None, old_retries: OldRetries = None,
-           validation_command: Validate = None, sandbox: SandboxMode = None,
+           validation_command: Validate = None, sandbox: SandboxModeOpt = None,
            allow_network: AllowNetwork = False, json_out: bool = JSON_OPT) -> None:
     """`agentrun worker` (its help is WORKER_HELP): one of its two forms, its exit code."""
     import signal

@@ -41,7 +41,7 @@ QUIET = {"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_RE
          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 # what the CLI may do without asking: edits (acceptEdits) and these; its sandbox confines them
 ALLOWED_TOOLS = "Bash Edit MultiEdit Write Read Glob Grep LS NotebookEdit TodoWrite"
-WRITE_TOOLS = {"Bash", "Edit", "MultiEdit", "Write", "NotebookEdit"}
+CLAUDE_WRITE_TOOLS = {"Bash", "Edit", "MultiEdit", "Write", "NotebookEdit"}
 
 
 def find_cli(exe: str = "claude") -> Cli:
@@ -85,7 +85,7 @@ class _Stream(headless.CliStream):
                 self.called[str(block.get("id"))] = time.time()
                 target = args.get("file_path") or args.get("command") or args.get("pattern")
                 self.last_action = f"{name} {target}" if target else name
-                self.wrote = self.wrote or name in WRITE_TOOLS
+                self.wrote = self.wrote or name in CLAUDE_WRITE_TOOLS
         self.steps += 1
         # the CLI repeats a reply's usage on each of its content blocks: count it once
         new_reply = message.get("id") not in self.replies

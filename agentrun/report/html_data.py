@@ -41,7 +41,7 @@ from agentrun.core.events import (
 from agentrun.report.execution_state import RunState
 
 MAX_BYTES = 16 * 1024 * 1024  # of any one file of the record
-MAX_TEXT = 4000  # characters of one text shown (an error, a check's output)
+MAX_SHOWN_TEXT = 4000  # characters of one text shown (an error, a check's output)
 RESULT_FILE = "result.json"
 E = TypeVar("E", bound=BaseEvent)
 
@@ -82,7 +82,7 @@ def read_state(run_dir: Path, fallback: Path | None = None) -> RunState | None:
     return None
 
 
-def _text(value: Any, limit: int = MAX_TEXT) -> str:
+def _text(value: Any, limit: int = MAX_SHOWN_TEXT) -> str:
     if value is None:
         return ""
     text = value if isinstance(value, str) else json.dumps(value, default=str)
@@ -105,14 +105,14 @@ class Bar:
 
 
 @dataclass
-class Row:
+class TimelineRow:
     label: str
     bars: list[Bar] = field(default_factory=list)  # the row's own intervals
     inner: list[Bar] = field(default_factory=list)  # model calls and tools inside them
 
 
 @dataclass
-class Attempt:
+class AttemptSpan:
     batch: str
     number: int
     start: float
@@ -133,8 +133,8 @@ class Report:
     progress: dict[str, list[BaseEvent]]
     title: str = ""
     trace_id: str | None = None
-    rows: list[Row] = field(default_factory=list)
-    attempts: list[Attempt] = field(default_factory=list)
+    rows: list[TimelineRow] = field(default_factory=list)
+    attempts: list[AttemptSpan] = field(default_factory=list)
     start: float = 0.0
     end: float = 0.0
 
@@ -227,7 +227,7 @@ def _timeline(report: Report) -> None:
             status: str = "") -> Bar:
         return Bar(kind, start, end if b is None else max(b.t, start), label, status)
 
-    base = Row("base check")
+    base = TimelineRow("base check")
     for a, b in _pairs(report.events, BaseCheckStartEvent, (BaseCheckDoneEvent,), None):
         base.bars.append(bar("base", a.t, b, f"base check: {_text(a.command, 200)}",
                              "" if b is None else "ok" if b.ok else "failed"))
@@ -236,7 +236,7 @@ def _timeline(report: Report) -> None:
     results = {e.batch: e for e in report.of(WorkerResultEvent)}
     for start in report.of(WorkerStartEvent):
         _worker_rows(report, start.batch, start, results.get(start.batch))
-    merges = Row("merges")
+    merges = TimelineRow("merges")
     for e in report.events:
         if isinstance(e, MergedEvent | MergeConflictEvent):
             ok = isinstance(e, MergedEvent)
@@ -244,7 +244,7 @@ def _timeline(report: Report) -> None:
                                    + ("" if ok else ": conflict"), "ok" if ok else "failed"))
     if merges.bars:
         rows.append(merges)
-    checks = Row("integration checks")
+    checks = TimelineRow("integration checks")
     for a, b in _pairs(report.events, IntegrationStartEvent,
                        (IntegrationPassedEvent, IntegrationFailedEvent), "wave"):
         checks.bars.append(bar("check", a.t, b, f"wave {_text(a.wave, 40)}: integration check",
@@ -252,7 +252,7 @@ def _timeline(report: Report) -> None:
                                if isinstance(b, IntegrationPassedEvent) else "failed"))
     if checks.bars:
         rows.append(checks)
-    review = Row("review")
+    review = TimelineRow("review")
     for a, b in _pairs(report.events, ReviewStartEvent, (ReviewDoneEvent, ReviewSkippedEvent),
                        None):
         result = _text(b.result, 40) if isinstance(b, ReviewDoneEvent) else ""
@@ -270,7 +270,7 @@ def _worker_rows(report: Report, batch: str, start: WorkerStartEvent,
     attempts = _pairs(events, AttemptEvent, (AttemptEndEvent,), "attempt")
     if not attempts:  # it never got to an attempt (set-up, a crash): the worker's span
         status = _text(result.status, 40) if result is not None else "running"
-        report.rows.append(Row(batch, [Bar("attempt", start.t, max(start.t, t_end),
+        report.rows.append(TimelineRow(batch, [Bar("attempt", start.t, max(start.t, t_end),
                                            f"{batch}: {status}",
                                            "failed" if result else "")]))
         return
@@ -278,11 +278,11 @@ def _worker_rows(report: Report, batch: str, start: WorkerStartEvent,
         begin, number = a.t, a.attempt
         stop = b.t if b is not None else t_end
         status = _text(b.status, 40) if b is not None else ""
-        att = Attempt(batch, number, begin, stop, status,
+        att = AttemptSpan(batch, number, begin, stop, status,
                       _text(b.stop_reason, 40) if b is not None else "",
                       _text(b.error) if b is not None else "",
                       b is not None and b.retry)
-        row = Row(f"{batch} #{number}", [Bar(
+        row = TimelineRow(f"{batch} #{number}", [Bar(
             "attempt", begin, max(begin, stop),
             f"{batch} attempt {number}: {status or 'running'}"
             + (f" ({att.stop_reason})" if att.stop_reason and att.stop_reason != "completed"

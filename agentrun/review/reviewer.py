@@ -24,6 +24,7 @@ from typing import Any
 from agentrun.agent.definitions import AgentDefinition, load_agent
 from agentrun.agent.terminator import limits_for
 from agentrun.attempts import run_agent
+from agentrun.audit.auditor import READ_ONLY_TOOLS
 from agentrun.audit.runner import ModelAccess
 from agentrun.core.errors import BadInput, Interrupted
 from agentrun.core.events import EventSink
@@ -52,9 +53,8 @@ from agentrun.spec.writeback import (
 )
 
 REVIEWER = "code-reviewer"
-READ_ONLY_TOOLS = ("read_file", "list_files", "search_files")
 DEFAULT_MAX_STEPS = 30  # per review (--max-steps); the definition's 10 is for sub-agent use
-DEFAULT_TOKEN_BUDGET = 200_000
+REVIEW_TOKEN_BUDGET = 200_000
 STATUS_FOR = {ReviewResult.APPROVED: "done", ReviewResult.CHANGES_REQUESTED: "review",
               ReviewResult.INCOMPLETE: "review"}
 SUMMARY = "Execution Summary"
@@ -137,7 +137,7 @@ def review_spec(path: Path | str, project: Project, access: ModelAccess,
     jail, _ = make_sandbox(options.sandbox, project.root, writable=False)
     limits = limits_for(spec.complexity, agent, {
         "retry_on_failure": False, "max_steps": DEFAULT_MAX_STEPS,
-        "token_budget": DEFAULT_TOKEN_BUDGET, **options.limits})
+        "token_budget": REVIEW_TOKEN_BUDGET, **options.limits})
     answers: list[Review] = []
     result.model = access.model
     for part in range(1, result.parts + 1):

@@ -37,7 +37,7 @@ from agentrun.run import pool
 from agentrun.run.verify import Delivery
 from agentrun.worker import run_assignment
 
-STOP_GRACE_S = 5.0  # after SIGTERM, how long a worker may take to save its result
+TERM_GRACE_S = 5.0  # after SIGTERM, how long a worker may take to save its result
 PROGRESS_CHUNK = 1024 * 1024  # of a worker's progress file read at once
 _MAX_ANCESTRY = 64  # how far up the parent chain a command's process may be from its worker
 
@@ -166,7 +166,7 @@ class InProcessBackend:
 
 class ProcessHandle:
     """A worker process: its progress relayed as events, its time limit enforced, and on
-    cancel a graceful stop that becomes a kill after `STOP_GRACE_S`."""
+    cancel a graceful stop that becomes a kill after `TERM_GRACE_S`."""
 
     def __init__(self, proc: pool.WorkerProcess, assignment: Assignment,
                  cancel: threading.Event, emit: Relay) -> None:
@@ -185,7 +185,7 @@ class ProcessHandle:
         self.relay_progress()
         if self.cancel.is_set() and proc.alive():
             self.stop()
-        if proc.alive() and proc.overdue(STOP_GRACE_S):
+        if proc.alive() and proc.overdue(TERM_GRACE_S):
             self.kill(StopReason.INTERRUPTED)
         if proc.alive() and proc.elapsed > proc.timeout_s:
             self.kill(StopReason.TIMEOUT)

@@ -10,7 +10,7 @@ The cap is hard: each running worker has an allowance, a share of what is left o
 it sees the workers spend, never past the cap all together. Once the spend reaches the cap, no
 new worker starts and every running one is told to stop: it stops at its next model call, and
 its committed work is kept as `partial`. A worker inside a long command by then is stopped
-after `STOP_GRACE_S`. So a run spends at most its cap plus the call each running worker had in
+after `CAP_STOP_GRACE_S`. So a run spends at most its cap plus the call each running worker had in
 flight, and ends with `stop_reason: cost_cap`.
 The reviewer runs in-process and cannot be stopped mid-way: it is charged when it ends, and
 the run checks the cap before starting it (or a fix cycle), which bounds its overshoot to one
@@ -40,8 +40,8 @@ from agentrun.providers.pricing import cost_usd
 from agentrun.report.execution_state import RunState
 from agentrun.run.backends import WorkerHandle
 
-WARN_AT = 0.8
-STOP_GRACE_S = 30.0  # after the stop, how long a worker inside a command has to reach a call
+SPEND_WARN_AT = 0.8
+CAP_STOP_GRACE_S = 30.0  # after the stop, how long a worker inside a command has to reach a call
 
 
 class Spending:
@@ -51,7 +51,7 @@ class Spending:
     the running workers, or stops them once the cap is reached."""
 
     def __init__(self, cap: float | None, model: str, pricing: Mapping[str, Any],
-                 emit: EventSink, *, grace_s: float = STOP_GRACE_S) -> None:
+                 emit: EventSink, *, grace_s: float = CAP_STOP_GRACE_S) -> None:
         self.cap = cap
         self.model = model
         self.pricing = dict(pricing)
@@ -111,7 +111,7 @@ class Spending:
         if self.cap is None or self.reached:
             return
         spent = self.spent
-        if not self.warned and spent >= WARN_AT * self.cap:
+        if not self.warned and spent >= SPEND_WARN_AT * self.cap:
             self.warned = True
             self.emit(CostWarningEvent(spent_usd=round(spent, 6), cap_usd=self.cap))
         if spent >= self.cap:
