@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import yaml
 from pydantic import (
@@ -42,8 +42,7 @@ from agentrun.yamlload import safe_load
 
 CONFIG_FILE = ".specflow/config.yaml"
 
-OnFailure = Literal["continue", "abort"]
-DEFAULT_ON_FAILURE: OnFailure = "continue"
+DEFAULT_ON_FAILURE: Final = "continue"  # core/status.py's OnFailure.CONTINUE
 
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Settings that would send requests, and keys, where a file in the repository says: any change
@@ -109,7 +108,7 @@ class ProjectConfig(_Section):
     script: str | None = None  # the scripted provider's script
     validation_command: str | None = None
     max_parallel: int | None = Field(None, ge=1)  # workers at once (None: the whole wave)
-    on_failure: OnFailure = DEFAULT_ON_FAILURE
+    on_failure: Literal["continue", "abort"] = DEFAULT_ON_FAILURE  # core/status.py's OnFailure
     max_steps: int | None = Field(None, ge=1)  # model turns per attempt
     token_budget: int = Field(DEFAULT_TOKEN_BUDGET, ge=1)
     worker_timeout_s: float = Field(DEFAULT_WORKER_TIMEOUT_S, gt=0)

@@ -119,8 +119,8 @@ def test_docs_list_exactly_the_events_and_their_fields():
         assert absent == cls.absent_fields, kind(cls)
     text = DOC.read_text(encoding="utf-8")
     for payload, row in ((ev.UsageCounts, "`usage`, `worker_usage`"),
-                         (ev.CriterionVerdict, "an item of `criteria`"),
-                         (ev.ReviewFinding, "an item of `findings`"),
+                         (ev.CriterionItem, "an item of `criteria`"),
+                         (ev.FindingItem, "an item of `findings`"),
                          (ev.ErrorInfo, "`error` of `run_done`")):
         line = next(ln for ln in text.splitlines() if ln.startswith(f"| {row} |"))
         assert set(re.findall(r"`([a-z_]+)`", line.split("|")[2])) == set(payload.model_fields)

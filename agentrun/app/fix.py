@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class FixOutcome:
+class FixRun:
     state: RunState
     orchestrator: Orchestrator
     sandbox: str  # the sandbox the fix worker ran in, as the summary says it
@@ -40,7 +40,7 @@ class FixRequest:
 
 
 def fix(request: FixRequest, *, warn: Callable[[str], None],
-        note: Callable[[str], None]) -> FixOutcome:
+        note: Callable[[str], None]) -> FixRun:
     """Continue the spec's last run with up to `request.cycles` fix cycles (BadInput when its
     last review left nothing open)."""
     from agentrun.app.checks import (
@@ -91,7 +91,7 @@ def fix(request: FixRequest, *, warn: Callable[[str], None],
     check_endpoint(cfg, note)
     orchestrator = Orchestrator(project, spec, plan, options, run_id=state.run_id)
     try:
-        return FixOutcome(orchestrator.fix(state, cycles), orchestrator, choice.describe())
+        return FixRun(orchestrator.fix(state, cycles), orchestrator, choice.describe())
     finally:
         from agentrun.run import pool
 

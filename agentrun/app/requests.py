@@ -96,7 +96,7 @@ class RunRequest:
 
     flags: RunFlags
     max_parallel: int | None  # workers at once; None: the whole wave
-    on_failure: str  # continue | abort (run/scheduler.py's OnFailure)
+    on_failure: str  # continue | abort (core/status.py's OnFailure)
     max_steps: int | None  # model turns per attempt; None: the agent's own limit
     token_budget: int
     worker_timeout_s: float

@@ -72,13 +72,13 @@ class UsageCounts(_Payload):
     cache_write_tokens: NonNegativeInt = 0
 
 
-class CriterionVerdict(_Payload):
+class CriterionItem(_Payload):
     criterion: int
     verdict: str
     evidence: str = ""
 
 
-class ReviewFinding(_Payload):
+class FindingItem(_Payload):
     severity: str
     file: str = ""
     issue: str
@@ -601,8 +601,8 @@ class ReviewDoneEvent(BaseEvent):
     error: str | None = None
     tokens: int = 0
     cost_usd: float | None = None
-    criteria: tuple[CriterionVerdict, ...] | None = absent()
-    findings: tuple[ReviewFinding, ...] | None = absent()
+    criteria: tuple[CriterionItem, ...] | None = absent()
+    findings: tuple[FindingItem, ...] | None = absent()
     summary: str | None = absent()
 
 

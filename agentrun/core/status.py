@@ -78,3 +78,11 @@ class RunStatus(StrEnum):
     # the work merged; the review that decides `complete` runs (or was stopped before its
     # verdict: `run --resume` or `agentrun review` completes it)
     REVIEWING = "reviewing"
+
+
+class OnFailure(StrEnum):
+    """What a wave with failed groups does to the rest of the run (`on_failure:` in config,
+    `--on-failure`)."""
+
+    CONTINUE = "continue"
+    ABORT = "abort"

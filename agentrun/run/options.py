@@ -21,7 +21,7 @@ class RunOptions:
     provider: ProviderSettings
     limits: WorkerLimits = field(default_factory=WorkerLimits)
     max_parallel: int | None = None
-    on_failure: str = "continue"  # continue | abort (scheduler.OnFailure)
+    on_failure: str = "continue"  # continue | abort (core/status.py's OnFailure)
     allow_dirty: bool = False
     resume: bool = False
     validation_command: str | None = None

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-from agentrun.core.status import RunStatus, Status, StopReason
+from agentrun.core.status import OnFailure, RunStatus, Status, StopReason
 from agentrun.plan import Batch, Wave
 from agentrun.report.execution_state import GroupState, RunState
 from agentrun.spec.model import Spec
@@ -24,13 +23,6 @@ TARGET_REASON = ("not started: the run stopped landing when its branch was switc
                  "(switch back, then --resume)")
 RATE_LIMIT_REASON = ("not started: a worker met the model's rate limit (continue later with "
                      "--resume)")
-
-
-class OnFailure(StrEnum):
-    """What a wave with failed groups does to the rest of the run."""
-
-    CONTINUE = "continue"
-    ABORT = "abort"
 
 
 @dataclass
