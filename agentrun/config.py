@@ -19,14 +19,13 @@ from typing import Any, Final, Literal
 import yaml
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
+from agentrun.core.config_section import ConfigSection
 from agentrun.core.errors import BadInput
 from agentrun.core.limits import (
     DEFAULT_MAX_WRITE_BYTES,
@@ -57,19 +56,7 @@ USER_CONFIG_HINT = ("set it in the environment (e.g. OPENAI_BASE_URL, ANTHROPIC_
                     "your user-level config file {path}, outside any repository")
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _without_nulls(cls, data: Any) -> Any:
-        """`key:` with no value means "not set", as it always has: the default applies."""
-        if isinstance(data, Mapping):
-            return {k: v for k, v in data.items() if v is not None}
-        return data
-
-
-class AuditConfig(_Section):
+class AuditConfig(ConfigSection):
     """`audit:` — settings of `agentrun audit` that differ from `run`'s."""
 
     max_parallel: int | None = Field(None, ge=1)  # specs audited at once
@@ -81,7 +68,7 @@ class AuditConfig(_Section):
     total_context_max: float | None = Field(None, gt=0, le=1)
 
 
-class SandboxConfig(_Section):
+class SandboxConfig(ConfigSection):
     """`sandbox:` — how model-issued commands are confined (README "Sandbox")."""
 
     mode: Literal["auto", "on", "off"] = "auto"
@@ -91,7 +78,7 @@ class SandboxConfig(_Section):
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
 
 
-class ModelPrice(_Section):
+class ModelPrice(ConfigSection):
     """`pricing: {model: ...}` — USD per million tokens; cache prices default to `input`."""
 
     input: float = Field(ge=0)
@@ -100,7 +87,7 @@ class ModelPrice(_Section):
     cache_write: float | None = Field(None, ge=0)
 
 
-class ProjectConfig(_Section):
+class ProjectConfig(ConfigSection):
     """The whole file. Unknown keys are errors: a misspelt key would otherwise do nothing."""
 
     provider: str | None = None  # anthropic | openai | scripted

@@ -6,10 +6,9 @@ The project's config (config.py), the assignment (protocol.py) and the agent loo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from pydantic import Field
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from agentrun.core.config_section import ConfigSection
 
 DEFAULT_TOKEN_BUDGET = 100_000  # per worker, all attempts and sub-agents together
 DEFAULT_WORKER_TIMEOUT_S = 1800.0  # one worker, start to result
@@ -19,23 +18,13 @@ DEFAULT_REQUEST_TIMEOUT_S = 600.0  # one model request
 DEFAULT_MAX_WRITE_BYTES = 1_000_000  # one write_file call
 
 
-class SandboxLimits(BaseModel):
+class SandboxLimits(ConfigSection):
     """`sandbox: limits:` — what a sandboxed command may take: the largest file it may write,
     how many processes and threads may run in its sandbox at once, and the memory each of its
     processes may allocate (MB; 0: no limit; memory by default half the machine's, at least
     2 GiB). Far above what a test suite needs; a runaway command fails instead of filling the
     disk or the memory of the machine the orchestrator runs on."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
     file_size_mb: int = Field(4096, ge=0)
     processes: int = Field(4096, ge=0)
     memory_mb: int | None = Field(None, ge=0)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _without_nulls(cls, data: Any) -> Any:
-        """`key:` with no value means "not set": the default applies (as in config.py)."""
-        if isinstance(data, Mapping):
-            return {k: v for k, v in data.items() if v is not None}
-        return data
