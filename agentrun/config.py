@@ -14,11 +14,10 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args, get_origin
 
 import yaml
 from pydantic import (
-    BaseModel,
     Field,
     PrivateAttr,
     ValidationError,
@@ -222,18 +221,19 @@ def _shown(path: Path) -> str:
 
 # -- messages ----------------------------------------------------------------------------------
 
-_SECTIONS: dict[str, type[BaseModel]] = {"audit": AuditConfig, "sandbox": SandboxConfig}
-
-
 def _keys_under(parent: tuple[Any, ...]) -> list[str]:
-    """The keys allowed where an unknown one was found."""
-    if not parent:
-        return list(ProjectConfig.model_fields)
-    if len(parent) == 1 and parent[0] in _SECTIONS:
-        return list(_SECTIONS[parent[0]].model_fields)
-    if len(parent) == 2 and parent[0] == "pricing":
-        return list(ModelPrice.model_fields)
-    return []
+    """The keys allowed where an unknown one was found: the model at `parent`, followed from
+    the file's top through sections (`sandbox.limits`) and maps of them (`pricing.<model>`)."""
+    model: Any = ProjectConfig
+    for part in parent:
+        fields = getattr(model, "model_fields", None)
+        if fields is not None and part in fields:
+            model = fields[part].annotation
+        elif get_origin(model) is dict:  # a map's key (a model's name under `pricing:`)
+            model = get_args(model)[1]
+        else:
+            return []
+    return list(getattr(model, "model_fields", {}))
 
 
 def _bad_input(error: Mapping[str, Any], source: str,

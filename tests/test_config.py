@@ -156,3 +156,17 @@ def test_price_overrides_are_what_a_worker_reads():
     assert overrides == {"local-model": {"input": 1.0, "output": 2.0}}
     usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
     assert cost_usd("local-model", usage, overrides) == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("data, key, keys", [
+    ({"sandbox": {"limits": {"procesess": 10}}}, "sandbox.limits.processes",
+     "file_size_mb, processes, memory_mb"),
+    ({"sandbox": {"mod": "on"}}, "sandbox.mode", "mode, network"),
+    ({"pricing": {"m": {"input": 1, "output": 1, "cache_reed": 1}}}, "pricing.m.cache_read",
+     "input, output, cache_read, cache_write"),
+])
+def test_an_unknown_key_at_any_depth_names_its_neighbours(data, key, keys):
+    with pytest.raises(BadInput) as info:
+        parse_config(data, "cfg.yaml")
+    assert f"did you mean `{key}`?" in info.value.message
+    assert keys in (info.value.hint or "")
