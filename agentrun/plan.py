@@ -12,10 +12,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from agentrun.core.errors import PlanError
+from agentrun.core.status import RunMode
 from agentrun.spec.model import Spec, TaskGroup
 
 MAX_GROUPS_PER_WORKER = 3
-RunMode = Literal["single", "orchestrated"]
 SpecSeverity = Literal["critical", "warning", "info"]
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from agentrun.core.errors import BadInput
-from agentrun.plan import RunMode
+from agentrun.core.status import RunMode
 
 if TYPE_CHECKING:
     from agentrun.config import ProjectConfig

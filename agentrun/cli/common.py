@@ -9,7 +9,7 @@ import typer
 from agentrun.app.loading import load, pin_to_last_run, suggest_spec
 from agentrun.cli.output import Output, detect_mode
 from agentrun.core.fsutil import relpath
-from agentrun.plan import RunMode  # `--mode`: help lists the values, typer checks them
+from agentrun.core.status import RunMode  # `--mode`: help lists the values, typer checks them
 
 if TYPE_CHECKING:
     from agentrun.spec.model import Spec

@@ -10,7 +10,6 @@ import typer
 
 from agentrun.cli.common import JSON_OPT, output, relpath
 from agentrun.core.errors import NOT_WRITABLE_ERRNOS, cannot_write
-from agentrun.spec.template import render
 
 _NUMBERED = re.compile(r"^SPEC-(\d+)", re.I)
 MIN_WIDTH = 3  # SPEC-001
@@ -61,6 +60,8 @@ def used_numbers(specflow: Path) -> tuple[set[int], int]:
 def create_spec(specflow: Path, title: str) -> tuple[str, Path]:
     """Write the spec under the next free number; never replaces a file (a name taken in the
     meantime moves on to the next number)."""
+    from agentrun.spec.template import render  # the spec parser: not on `--help`'s path
+
     numbers, width = used_numbers(specflow)
     number = max(numbers, default=0) + 1
     specs = specflow / "specs"

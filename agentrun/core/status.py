@@ -86,3 +86,7 @@ class OnFailure(StrEnum):
 
     CONTINUE = "continue"
     ABORT = "abort"
+
+
+# how a spec runs: one worker for all its groups, or a worker per batch in waves (plan.py)
+RunMode = Literal["single", "orchestrated"]
