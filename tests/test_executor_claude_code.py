@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,27 @@ USAGE = {"input_tokens": 100, "output_tokens": 20, "cache_read_tokens": 0,
          "cache_write_tokens": 0}
 CREATE = re.compile(r"Create `?([\w./-]+\.txt)")
 CWD = re.compile(r"[Ww]orking directory: (/[^\s\"\\]+)")
+
+
+@dataclass
+class Task:
+    """What a Claude Code request works on: its conversation, the file its task creates ("?"
+    when none is named) and the working directory the CLI told the model."""
+
+    messages: list[dict[str, Any]]
+    file: str
+    cwd: str | None
+
+
+def asked(request: RecordedRequest) -> Task | None:
+    """The task of a tool-carrying request; None for the CLI's side requests (a title)."""
+    body = request.body or {}
+    if not body.get("tools"):
+        return None
+    messages = body.get("messages") or []
+    first = text_of(messages[0].get("content")) if messages else ""
+    target, cwd = CREATE.search(first), CWD.search(json.dumps(body))
+    return Task(messages, target.group(1) if target else "?", cwd.group(1) if cwd else None)
 
 
 @pytest.fixture(scope="session")
@@ -80,20 +102,17 @@ class CliModel:
         self.ended: dict[str, int] = {}
 
     def __call__(self, request: RecordedRequest) -> Reply | Error:
-        body = request.body or {}
-        messages = body.get("messages") or []
-        if not body.get("tools"):  # a side request (a title, a summary): answer briefly
+        task = asked(request)
+        if task is None:  # a side request (a title, a summary): answer briefly
             return Reply(text="ok", usage=USAGE)
-        first = text_of(messages[0].get("content")) if messages else ""
-        target, cwd = CREATE.search(first), CWD.search(json.dumps(body))
-        file = target.group(1) if target else "?"
+        messages, file, cwd = task.messages, task.file, task.cwd
         if file in self.errors:
             return self.errors[file]
         last = messages[-1].get("content") if messages else None
         answered = isinstance(last, list) and any(
             isinstance(p, dict) and p.get("type") == "tool_result" for p in last)
-        if target and cwd and not answered and len(messages) == 1:
-            path = f"{cwd.group(1)}/{file}"
+        if file != "?" and cwd and not answered and len(messages) == 1:
+            path = f"{cwd}/{file}"
             return Reply(tool_calls=[{"name": "Write", "arguments": {
                 "file_path": path, "content": f"made for {file}\n"}}], usage=USAGE)
         if file in self.finals:

@@ -7,11 +7,10 @@ requests shows the fault met the intended call."""
 
 from __future__ import annotations
 
-import json
 import threading
 
 from fake_model_server import FakeModelServer, RecordedRequest, Reply
-from test_executor_claude_code import CREATE, CWD, USAGE, claude_bin, make_project, run, text_of
+from test_executor_claude_code import USAGE, asked, claude_bin, make_project, run
 
 __all__ = ["claude_bin"]  # the fixture, used by name
 
@@ -30,13 +29,10 @@ class Faulty:
         self.lock = threading.Condition()
 
     def __call__(self, request: RecordedRequest) -> Reply:
-        body = request.body or {}
-        messages = body.get("messages") or []
-        if not body.get("tools"):  # a side request (a title, a summary): answer briefly
+        task = asked(request)
+        if task is None:  # a side request (a title, a summary): answer briefly
             return Reply(text="ok", usage=USAGE)
-        first = text_of(messages[0].get("content")) if messages else ""
-        target, cwd = CREATE.search(first), CWD.search(json.dumps(body))
-        file = target.group(1) if target else "?"
+        file, cwd = task.file, task.cwd
         with self.lock:
             n = self.calls[file] = self.calls.get(file, 0) + 1
             self.lock.notify_all()
@@ -47,7 +43,7 @@ class Faulty:
             return Reply(text="I can't help with that.", stop_reason="refusal", usage=USAGE)
         usage = {"input_tokens": 60_000, "output_tokens": 20} if kind == "costly" \
             else self.usage
-        path = LOOP if kind == "loop" else f"{cwd.group(1) if cwd else '.'}/{file}"
+        path = LOOP if kind == "loop" else f"{cwd or '.'}/{file}"
         if kind in ("costly", "endless") and n > 1:
             path = path.replace(".txt", f"_{n}.txt")
         content = "again\n" if kind == "loop" else f"call {n}\n"
