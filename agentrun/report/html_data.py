@@ -4,7 +4,7 @@ and each worker's progress file (in the orchestrator's control directory, run/re
 
 Everything here is read, never trusted: the files hold text that workers and models chose, so
 each file is read only up to `MAX_BYTES`, and a line that is not exactly one of the events of
-agentrun/core/events.py (a worker's file: one of a worker's own) is skipped. The template
+agentrun/core/events/ (a worker's file: one of a worker's own) is skipped. The template
 (html.py) escapes every value.
 """
 
