@@ -23,7 +23,8 @@ from agentrun.run.backends import InProcessBackend
 from agentrun.run.ci_backend import CIResultsBackend
 from agentrun.run.integration import Integration
 from agentrun.run.options import RunOptions
-from agentrun.run.orchestrator import Orchestrator, Waves
+from agentrun.run.orchestrator import Orchestrator
+from agentrun.run.waves import Waves
 from agentrun.spec.parse import load_spec
 
 GROUPS = [("G1", [], "one.txt"), ("G2", [], "two.txt"), ("G3", ["G1"], "three.txt")]

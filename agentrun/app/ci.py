@@ -58,7 +58,8 @@ def aggregate_wave(spec_arg: str, results: list[Path], flags: RunFlags, *, remot
     from agentrun.plan import build_plan
     from agentrun.protocol import ProviderSettings
     from agentrun.report.execution_state import load_state, state_path
-    from agentrun.run.ci import aggregate, pinned_project, results_wave
+    from agentrun.run.ci import aggregate, pinned_project
+    from agentrun.run.ci_results import results_wave
     from agentrun.sandbox.choice import resolve
 
     check_flags(flags)
@@ -107,7 +108,8 @@ def worker_batch(spec_arg: str, groups: str, base_arg: str | None, start_arg: st
     from agentrun.app.loading import load
     from agentrun.core.fsutil import atomic_write_json, check_file_or_absent
     from agentrun.plan import build_plan
-    from agentrun.run.ci import describe_batches, find_batch, pinned_project, read_state_at
+    from agentrun.run.ci import pinned_project
+    from agentrun.run.ci_results import describe_batches, find_batch, read_state_at
 
     check_file_or_absent(out_path, "the result",  # before the work, not after it
                          hint="pass a file path to --out, outside the checkout")
@@ -191,7 +193,7 @@ class _Job:
     def _check_start(self) -> None:
         """A clean checkout, on the commit the previous wave's aggregate made."""
         from agentrun import workspace
-        from agentrun.run.ci import previous_waves_problem
+        from agentrun.run.ci_results import previous_waves_problem
 
         dirty = workspace.dirty_paths(self.root)
         if dirty:
