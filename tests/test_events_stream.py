@@ -13,8 +13,9 @@ from rich.console import Console
 from runkit import make_project, scripted, spec_text, writes
 from test_review_cli import met, review_turn
 
-from agentrun.cli.live import BASE_CHECK, LiveProgress, PlainProgress
+from agentrun.cli.live import LiveProgress
 from agentrun.cli.output import Output
+from agentrun.cli.progress import BASE_CHECK, PlainProgress
 from agentrun.core import events as ev
 
 GROUPS = [("G1", [], "one.txt"), ("G2", [], "two.txt")]

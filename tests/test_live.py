@@ -7,9 +7,10 @@ import io
 from eventkit import kind, sample
 from rich.console import Console
 
-from agentrun.cli import live
-from agentrun.cli.live import LiveProgress, PlainProgress
+from agentrun.cli import event_lines
+from agentrun.cli.live import LiveProgress
 from agentrun.cli.output import Output
+from agentrun.cli.progress import _HANDLERS, PlainProgress
 from agentrun.core import events as ev
 
 EVENTS = [
@@ -102,9 +103,9 @@ def test_the_display_dispatches_every_event_type_by_its_class(capsys):
     """Each event type the run emits is shown (it changes the table, or has a log line) or
     left out on purpose (`IGNORED`); each that the display claims does what it claims."""
     streamed = {c for c in ev.event_classes() if c not in ev.RELAYED}  # a worker's: relayed
-    handled, lines = set(live._HANDLERS), set(live._LINES)
-    assert handled | lines | live.IGNORED == streamed
-    assert not (handled | lines) & live.IGNORED
+    handled, lines = set(_HANDLERS), set(event_lines._LINES)
+    assert handled | lines | event_lines.IGNORED == streamed
+    assert not (handled | lines) & event_lines.IGNORED
     batch, wave = sample(ev.WorkerStartEvent).batch, sample(ev.IntegrationStartEvent).wave
     for cls in sorted(streamed, key=kind):
         event = sample(cls)
@@ -124,4 +125,4 @@ def test_the_display_dispatches_every_event_type_by_its_class(capsys):
         plain(event)
         said = capsys.readouterr().err
         assert bool(said.strip()) == (cls in lines), kind(cls)
-        assert (live.describe(event) is not None) == (cls in lines)
+        assert (event_lines.describe(event) is not None) == (cls in lines)

@@ -115,7 +115,7 @@ def aggregate(spec: SpecArg, results: ResultsArg, remote: Remote = "origin",
 @contextlib.contextmanager
 def _progress(out: Output, stream: EventStream) -> Iterator[EventSink]:
     """The aggregate's `--events` stream, its events shown as progress lines too."""
-    from agentrun.cli.live import PlainProgress
+    from agentrun.cli.progress import PlainProgress
 
     with PlainProgress(out) as progress:
         stream.forward = progress

@@ -17,8 +17,8 @@ from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 if TYPE_CHECKING:
     from agentrun.app.run import PreparedRun, RunOutcome
     from agentrun.cli.ci_report import EventStream
-    from agentrun.cli.live import Progress
     from agentrun.cli.output import Output
+    from agentrun.cli.progress import Progress
     from agentrun.core.events import EventSink
     from agentrun.providers.catalog import ProviderConfig
     from agentrun.report.execution_state import RunState
