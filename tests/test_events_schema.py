@@ -1,4 +1,4 @@
-"""The event schema (agentrun/core/events.py): every event round-trips through its JSON line,
+"""The event schema (agentrun/core/events/): every event round-trips through its JSON line,
 anything else is refused, and docs/events.md documents exactly the classes' types and fields."""
 
 from __future__ import annotations
