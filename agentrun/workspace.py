@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrun.core.errors import AgentrunError, CannotStart
-from agentrun.gitcli import GitError, git, identity_env, run_git, split_z
+from agentrun.gitcli import GitError, git, run_git, split_z
+from agentrun.gitconfig import identity_env
 from agentrun.gitlock import RunLock, git_common_dir, worktree_lock
 from agentrun.removal import remove_tree
 
@@ -137,7 +138,7 @@ def ensure_identity(root: Path) -> dict[str, str]:
 
     Returns only the variables that are missing (empty when git already knows who commits):
     the user's global identity, else agentrun's. Every commit and merge through `git()` gets
-    them anyway (`gitcli.identity_env`); the user's config is never modified.
+    them anyway (`gitconfig.identity_env`); the user's config is never modified.
     """
     return identity_env(root)
 

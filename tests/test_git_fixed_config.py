@@ -1,5 +1,6 @@
 """agentrun's git runs nothing a worker's tree selects: nested repositories, attributes naming
-the repository's drivers, the user's global config (see agentrun/gitcli.py).
+the repository's drivers, the user's global config (see agentrun/gitconfig.py and
+agentrun/gitcli.py).
 
 Every test first runs plain git on the same planted tree and shows the payload *does* run,
 then runs agentrun's own calls and shows it does not.

@@ -12,7 +12,7 @@ from pathlib import Path
 from gitutil import commit_files, init_repo, run_git
 
 from agentrun import workspace
-from agentrun.gitcli import git_env
+from agentrun.gitconfig import git_env
 
 
 def _plant(path: Path, marker: Path) -> None:
