@@ -14,7 +14,7 @@ configuration can give it:
   inside it, under *its* config: an fsmonitor or a clean filter of the worker's choosing);
   `diff`, `log` and `show` run no external diff and no textconv; `add` stages only named
   paths that hold no gitlink (it always runs `git status` in a repository checked out at a
-  gitlink path it visits), a whole tree is staged with plumbing (`workspace.stage_all`).
+  gitlink path it visits), a whole tree is staged with plumbing (`worktrees.stage_all`).
 - A commit gets an author when the repository names none (`gitconfig.identity_env`).
 """
 
@@ -133,11 +133,11 @@ def _check_add(args: list[str], cwd: Path, env: dict[str, str] | None) -> None:
     """`git add` of the paths named after `--` only, none of them holding a gitlink of the
     index: for each gitlink it visits, `git add` runs `git status` in the repository checked
     out there, whatever the configuration says (stage a whole tree with
-    `workspace.stage_all`, which never does)."""
+    `worktrees.stage_all`, which never does)."""
     paths = args[args.index("--") + 1:] if "--" in args else []
     if not paths:
         raise ValueError("agentrun's `git add` takes the paths to stage after `--`; stage a "
-                         "whole tree with workspace.stage_all")
+                         "whole tree with worktrees.stage_all")
     folders = [p.rstrip("/") for p in paths
                if p.startswith(":") or any(c in p for c in "*?[") or p in (".", "")
                or ((cwd / p).is_dir() and not (cwd / p).is_symlink())]

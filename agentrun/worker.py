@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentrun import telemetry, workspace
+from agentrun import telemetry, workspace, worktrees
 from agentrun.agent.allowance import Allowance
 from agentrun.agent.definitions import load_agent
 from agentrun.agent.prompts import render_worker_assignment
@@ -53,8 +53,8 @@ from agentrun.sandbox.base import Sandbox
 from agentrun.sandbox.choice import make_sandbox
 from agentrun.tools.base import CommandPolicy
 from agentrun.tools.environment import discard_private_home
-from agentrun.workspace import index_path, populate_worktree
 from agentrun.worktree_setup import LOG_NAME, prepare_worktree
+from agentrun.worktrees import index_path, populate_worktree
 
 # the coding-agent CLIs a worker can drive, by executor name
 CLI_EXECUTORS = {"claude-code": claude_code, "codex": codex}
@@ -269,7 +269,7 @@ def _result_from_git(a: Assignment, outcome: AgentOutcome, model: str,
     if Status(outcome.status).landed_work:
         ids = ", ".join(g.id for g in a.groups)
         title = "; ".join(g.title for g in a.groups if g.title) or "changes"
-        workspace.commit_all(worktree, f"{a.spec_id} {ids}: {title}\n\n{outcome.summary}".strip())
+        worktrees.commit_all(worktree, f"{a.spec_id} {ids}: {title}\n\n{outcome.summary}".strip())
     commits = workspace.commits_since(worktree, a.base_commit)
     created, modified, deleted = workspace.changed_files(worktree, a.base_commit, "HEAD")
     return _base_result(

@@ -441,7 +441,7 @@ def worktree_cost(template: Path, work: Path, repeat: int = 3) -> tuple[float, f
     """Median seconds, on the bench repository, of what a worker's worktree costs: creating it
     without files (the orchestrator, under the worktree lock), checking its files out (the
     worker, in its own process) and removing it (the orchestrator)."""
-    from agentrun.workspace import create_worktree, populate_worktree, remove_worktree
+    from agentrun.worktrees import create_worktree, populate_worktree, remove_worktree
 
     repo = fresh_copy(template, work, "worktree-reference")
     adds, checkouts, removes = [], [], []

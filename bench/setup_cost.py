@@ -16,10 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from agentrun.gitcli import git
 from agentrun.protocol import SandboxSettings, SetupSettings
 from agentrun.tools.base import CommandPolicy
-from agentrun.workspace import create_worktree, git, stage_all
 from agentrun.worktree_setup import prepare_worktree
+from agentrun.worktrees import create_worktree, stage_all
 
 
 def build_repo(root: Path, dep_files: int) -> None:

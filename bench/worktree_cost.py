@@ -18,7 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentrun.agent.snapshots import restore_snapshot, take_snapshot
-from agentrun.workspace import commit_all, create_worktree, git, merge_branch, remove_worktree
+from agentrun.gitcli import git
+from agentrun.merging import merge_branch
+from agentrun.worktrees import commit_all, create_worktree, remove_worktree
 
 
 def source_path(root: Path, i: int) -> Path:

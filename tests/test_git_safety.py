@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gitutil import commit_files, init_repo, run_git
 
-from agentrun import workspace
+from agentrun import gitcli, merging, workspace, worktrees
 from agentrun.gitconfig import git_env
 
 
@@ -31,7 +31,7 @@ def test_hooks_in_the_git_dir_do_not_run_on_our_commits(tmp_path):
     marker.unlink()
 
     (repo / "c.txt").write_text("c\n")
-    assert workspace.commit_all(repo, "ours does not")
+    assert worktrees.commit_all(repo, "ours does not")
     assert not marker.exists()
 
 
@@ -52,7 +52,7 @@ def test_tracked_hooks_path_does_not_run_on_our_merge(tmp_path):
     marker.unlink()
     run_git(repo, "reset", "-q", "--hard", base)
 
-    merged = workspace.merge_branch(repo, "feature", "our merge")
+    merged = merging.merge_branch(repo, "feature", "our merge")
     assert merged.ok
     assert not marker.exists()
 
@@ -82,7 +82,7 @@ def test_git_gets_no_secrets(monkeypatch, tmp_path):
 
     # what any command git starts (a hook, a filter) would see: git's own child environment
     repo = init_repo(tmp_path / "r", {"a.txt": "a\n"})
-    seen = workspace.git("-c", "alias.envdump=!env", "envdump", cwd=repo)
+    seen = gitcli.git("-c", "alias.envdump=!env", "envdump", cwd=repo)
     assert "HARMLESS=keep-me" in seen
     for value in ("sk-ant-secret-value", "ghp_secret_value", "hush-hush"):
         assert value not in seen
@@ -101,6 +101,6 @@ def test_our_commits_start_no_housekeeping(monkeypatch, tmp_path):
     trace.unlink()
 
     (repo / "c.txt").write_text("c\n")
-    assert workspace.commit_all(repo, "ours")
+    assert worktrees.commit_all(repo, "ours")
     assert "built-in: git commit" in trace.read_text()  # traced, and
     assert "maintenance" not in trace.read_text() and "'gc'" not in trace.read_text()

@@ -1,5 +1,5 @@
 """Landing never overwrites or deletes what the user's checkout holds untracked or ignored
-(`workspace.merge_branch`, `workspace.in_the_way`).
+(`merging.merge_branch`, `merging.in_the_way`).
 
 Each case is built twice from scratch: plain `git merge --no-ff` (git 2.39) shows the loss
 happens, then agentrun's merge refuses with the path named and changes nothing.
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from gitutil import commit_files, init_repo, run_git, tree_files, write_files
 
-from agentrun import workspace
+from agentrun import merging
 
 # name -> (files committed at the start, the branch's files, the user's files, what is lost)
 CASES = {
@@ -76,7 +76,7 @@ def test_a_merge_that_would_clobber_an_untracked_or_ignored_path_is_refused(tmp_
 
     root = scenario(tmp_path / "ours", name)
     before, head = tree_files(root), run_git(root, "rev-parse", "HEAD")
-    merged = workspace.merge_branch(root, "w", "merge")
+    merged = merging.merge_branch(root, "w", "merge")
     assert not merged.ok
     assert merged.in_the_way == [lost]
     assert f"writes {lost}, which the checkout holds untracked or ignored" in merged.message
@@ -95,7 +95,7 @@ def test_tracked_files_and_new_paths_merge_as_before(tmp_path):
     run_git(root, "switch", "-q", "main")
     commit_files(root, {"user.txt": "u\n"})
     write_files(root, {"logs/today.log": "mine\n"})
-    assert workspace.in_the_way(root, ["src/a.py", "src/new/b.py", "logs/keep.txt"]) == []
-    merged = workspace.merge_branch(root, "w", "merge")
+    assert merging.in_the_way(root, ["src/a.py", "src/new/b.py", "logs/keep.txt"]) == []
+    merged = merging.merge_branch(root, "w", "merge")
     assert merged.ok, merged.message
     assert (root / "logs/today.log").read_text() == "mine\n"

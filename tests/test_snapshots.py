@@ -28,7 +28,7 @@ from agentrun.agent.snapshots import (
     restore_snapshot,
     take_snapshot,
 )
-from agentrun.workspace import create_worktree, populate_worktree
+from agentrun.worktrees import create_worktree, populate_worktree
 
 IGNORED = ("build.log", "build/out.bin", "new.log")
 

@@ -1,4 +1,5 @@
-"""agentrun.workspace against real repositories under tmp_path."""
+"""agentrun.workspace, agentrun.worktrees and agentrun.merging against real repositories under
+tmp_path."""
 
 from __future__ import annotations
 
@@ -24,31 +25,29 @@ from gitutil import (
 )
 
 from agentrun.core.errors import EXIT_CANNOT_START, CannotStart
-from agentrun.gitlock import WORKTREE_LOCK_NAME
+from agentrun.gitcli import GitError, git
+from agentrun.gitlock import WORKTREE_LOCK_NAME, RunLock, git_common_dir, worktree_lock
+from agentrun.merging import merge_branch
 from agentrun.workspace import (
-    GitError,
-    RunLock,
-    Worktree,
     branch_exists,
     changed_files,
-    commit_all,
     commits_since,
-    create_worktree,
     current_branch,
     dirty_paths,
     ensure_identity,
-    git,
-    git_common_dir,
     head_commit,
     is_ancestor,
-    merge_branch,
-    populate_worktree,
     ref_exists,
-    remove_worktree,
     repo_root,
     resolve_ref,
     verify_commits,
-    worktree_lock,
+)
+from agentrun.worktrees import (
+    Worktree,
+    commit_all,
+    create_worktree,
+    populate_worktree,
+    remove_worktree,
 )
 
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentrun.gitcli import GitError, git, run_git, split_z
-from agentrun.workspace import head_commit, index_path, stage_all
+from agentrun.workspace import head_commit
+from agentrun.worktrees import index_path, stage_all
 
 
 @dataclass(frozen=True)

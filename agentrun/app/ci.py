@@ -227,7 +227,7 @@ class _Job:
 
     def _assignment(self, request: Any, box: Any, branch: str, out_path: Path) -> Any:
         """The batch's assignment, as the local orchestrator would write it."""
-        from agentrun import workspace
+        from agentrun import gitcli
         from agentrun.app.checks import provider_config
         from agentrun.run.assignment import make_assignment
 
@@ -235,7 +235,7 @@ class _Job:
         cfg = provider_config(self.project, self.plan, self.flags)
         options = run_options(request, config, provider=worker_provider(cfg, self.flags),
                               sandbox=box, sandbox_description="")
-        git_dir = Path(workspace.git("rev-parse", "--absolute-git-dir", cwd=self.root))
+        git_dir = Path(gitcli.git("rev-parse", "--absolute-git-dir", cwd=self.root))
         record_dir = git_dir / "agentrun" / branch.removeprefix("agentrun/")
         record_dir.mkdir(parents=True, exist_ok=True)
         for name in ("transcript.jsonl", "progress.ndjson"):
@@ -257,13 +257,13 @@ class _Job:
 
 def _switch(root: Path, branch: str, base: str) -> None:
     """Check out `branch` at `base`: created here, or reused when it already points there."""
-    from agentrun import workspace
+    from agentrun import gitcli, workspace
 
     existing = workspace.resolve_ref(root, f"refs/heads/{branch}")
     if existing is None:
-        workspace.git("switch", "--quiet", "-c", branch, base, cwd=root)
+        gitcli.git("switch", "--quiet", "-c", branch, base, cwd=root)
     elif existing == base:
-        workspace.git("switch", "--quiet", branch, cwd=root)
+        gitcli.git("switch", "--quiet", branch, cwd=root)
     else:
         raise CannotStart(f"branch {branch} already exists at {existing[:12]}, not at the base "
                           f"{base[:12]}",

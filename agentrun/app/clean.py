@@ -13,14 +13,14 @@ if TYPE_CHECKING:
 def clean(*, dry_run: bool, force: bool) -> list[LeftoverCheckout]:
     """Every leftover found, each with what was done to it (`action`, and `reason` when it
     was kept). A dry run removes nothing, and lists even while a run holds the lock."""
-    from agentrun import workspace
+    from agentrun import gitcli, gitlock, workspace
     from agentrun.core.errors import CannotStart
     from agentrun.project import find_project
     from agentrun.run import cleanup, leftovers
 
     project = find_project()
     root = workspace.repo_root(project.root)
-    lock = workspace.RunLock(root, "clean")
+    lock = gitlock.RunLock(root, "clean")
     running = None
     try:
         lock.acquire()
@@ -39,7 +39,7 @@ def clean(*, dry_run: bool, force: bool) -> list[LeftoverCheckout]:
             try:
                 cleanup.remove(root, item)
                 item.action = "removed"
-            except workspace.GitError as exc:
+            except gitcli.GitError as exc:
                 item.action, item.reason = "kept", f"could not remove it: {exc}"
         if not dry_run:  # killed runs' scaffolding: space reserves, folders set aside, HOMEs
             leftovers.sweep(root, project.runs_dir, running)

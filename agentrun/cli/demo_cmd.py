@@ -27,8 +27,9 @@ def demo(
     from agentrun.app.requests import RunFlags
     from agentrun.cli.run_cmd import execute
     from agentrun.core.errors import BadInput
+    from agentrun.gitcli import git
     from agentrun.resources import packaged_dir
-    from agentrun.workspace import git, stage_all
+    from agentrun.worktrees import stage_all
 
     out = output(json_out)
     target = (directory or Path(tempfile.mkdtemp(prefix="agentrun-demo-"))).resolve()

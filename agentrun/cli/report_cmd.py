@@ -27,7 +27,7 @@ def report(
 ) -> None:
     """Print the path of a run's self-contained HTML report (`report.html` in its record):
     its plan, a timeline of the workers, tokens and cost, checks, review and failures."""
-    from agentrun import workspace
+    from agentrun import gitcli, workspace
     from agentrun.core.errors import BadInput
     from agentrun.core.events import RunStartEvent
     from agentrun.project import find_project
@@ -48,7 +48,7 @@ def report(
                      if isinstance(e, RunStartEvent)), None)
         try:
             control = control_dir(workspace.repo_root(project.root), run_dir.name)
-        except workspace.GitError:
+        except gitcli.GitError:
             control = None
         state_file = state_path(project.execution_dir, spec) if spec else None
         path = write_report(run_dir, control, state_file=state_file,

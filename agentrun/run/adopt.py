@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentrun import workspace
+from agentrun import gitcli, workspace, worktrees
 from agentrun.core.errors import AgentrunError
 from agentrun.core.events import (
     AdoptedEvent,
@@ -154,7 +154,7 @@ class Adopter:
         if workspace.resolve_ref(root, base) != base or not workspace.is_ancestor(root, base,
                                                                                  head):
             return f"its base {base[:12]} is not in the history of HEAD"
-        fork = workspace.git("merge-base", head, left.branch, cwd=root, check=False).strip()
+        fork = gitcli.git("merge-base", head, left.branch, cwd=root, check=False).strip()
         if fork != base:
             return f"{left.branch} does not leave HEAD's history at its base {base[:12]}"
         if not workspace.commits_since(root, base, left.branch):
@@ -177,8 +177,8 @@ class Adopter:
         try:
             result = WorkerResult.read(Path(a.result_path))
         except ValueError:
-            subject = workspace.git("log", "-1", "--format=%B", left.branch,
-                                    cwd=self.root).strip()
+            subject = gitcli.git("log", "-1", "--format=%B", left.branch,
+                                 cwd=self.root).strip()
             return WorkerResult(group=a.group_ids[0], groups=a.group_ids,
                                 status=Status.COMPLETE, summary=subject, batch=a.batch,
                                 branch=a.branch, worktree=a.worktree, cost_usd=None,
@@ -235,10 +235,10 @@ class Adopter:
                           "edits; `agentrun clean --force` removes it")
 
     def _remove(self, left: Leftover, exists: bool) -> None:
-        wt = workspace.Worktree(left.worktree, left.branch, left.assignment.base_commit)
+        wt = worktrees.Worktree(left.worktree, left.branch, left.assignment.base_commit)
         try:
-            workspace.remove_worktree(self.root, wt, delete_branch=exists)
-        except workspace.GitError as exc:
+            worktrees.remove_worktree(self.root, wt, delete_branch=exists)
+        except gitcli.GitError as exc:
             self.warn(f"could not remove {left.worktree} of run {left.run_id}: {exc}")
             return
         for group in self.state.groups.values():

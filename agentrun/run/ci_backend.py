@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from agentrun import workspace
+from agentrun import gitcli, workspace
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import Status, StopReason
 from agentrun.plan import Batch
@@ -78,7 +78,7 @@ class CIResultsBackend:
         why the batch fails when git contradicts the result file (or shares no history)."""
         if ci.ref is None:
             return head, None
-        fork = workspace.git("merge-base", head, ci.ref, cwd=self.root, check=False).strip()
+        fork = gitcli.git("merge-base", head, ci.ref, cwd=self.root, check=False).strip()
         if not fork:
             return head, f"branch {ci.branch} shares no history with HEAD: not merged"
         if ci.base_commit and workspace.resolve_ref(self.root, ci.base_commit) != fork:

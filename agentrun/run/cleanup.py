@@ -15,7 +15,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from agentrun import workspace
+from agentrun import gitcli, worktrees
 from agentrun.core.errors import BadInput
 from agentrun.core.status import RunStatus
 from agentrun.report.execution_state import load_state
@@ -82,8 +82,8 @@ def find(root: Path, runs_dir: Path, execution_dir: Path,
         run = _run_of(branch, path, runs_dir)
         if run:
             found[branch or path] = LeftoverCheckout(run, "", branch, path)
-    out = workspace.git("for-each-ref", "--format=%(refname:short)", "refs/heads/agentrun/",
-                        cwd=root)
+    out = gitcli.git("for-each-ref", "--format=%(refname:short)", "refs/heads/agentrun/",
+                     cwd=root)
     for branch in out.split():
         match = BRANCH.fullmatch(branch)
         if match and branch not in found:
@@ -117,16 +117,16 @@ def decide(item: LeftoverCheckout, *, force: bool) -> bool:
 def remove(root: Path, item: LeftoverCheckout) -> None:
     """Remove the worktree (if any) and the branch (if any)."""
     if item.worktree:
-        wt = workspace.Worktree(Path(item.worktree), item.branch or "", "")
-        workspace.remove_worktree(root, wt, delete_branch=bool(item.branch))
+        wt = worktrees.Worktree(Path(item.worktree), item.branch or "", "")
+        worktrees.remove_worktree(root, wt, delete_branch=bool(item.branch))
     elif item.branch:
-        workspace.git("branch", "-D", item.branch, cwd=root)
+        gitcli.git("branch", "-D", item.branch, cwd=root)
 
 
 def _worktrees(root: Path) -> list[tuple[str, str | None]]:
     """(path, branch or None) of each linked worktree."""
     items: list[tuple[str, str | None]] = []
-    for block in workspace.git("worktree", "list", "--porcelain", cwd=root).split("\n\n"):
+    for block in gitcli.git("worktree", "list", "--porcelain", cwd=root).split("\n\n"):
         lines = block.splitlines()
         path = next((ln[9:] for ln in lines if ln.startswith("worktree ")), None)
         branch = next((ln[len("branch refs/heads/"):] for ln in lines
@@ -152,5 +152,5 @@ def _run_of(branch: str | None, path: str, runs_dir: Path) -> str | None:
 
 
 def _dirty(worktree: Path) -> bool:
-    return bool(workspace.git("--no-optional-locks", "status", "--porcelain",
-                              cwd=worktree, check=False).strip())
+    return bool(gitcli.git("--no-optional-locks", "status", "--porcelain",
+                           cwd=worktree, check=False).strip())

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from agentrun import gitcli, workspace
+from agentrun import gitcli, merging, workspace, worktrees
 from agentrun.core.errors import EXIT_FAILED, AgentrunError
 from agentrun.core.events import (
     BaseCheckDoneEvent,
@@ -203,14 +203,14 @@ class IntegrationChecker:
         name = f"check-{self._count}"
         self.on_check(self._count, merges)
         try:
-            wt = workspace.create_worktree(self.root, self.work_dir / name,
+            wt = worktrees.create_worktree(self.root, self.work_dir / name,
                                            self.branch_for(name), commit)
         except AgentrunError as exc:  # the check cannot run: that is no pass
             return Validation(self.command, False, exc.message, None,
                               f"could not create a worktree to check in: {exc.message}")
         try:
             for m in merges:
-                if not workspace.merge_branch(wt.path, m.ref, f"Check {m.batch}").ok:
+                if not merging.merge_branch(wt.path, m.ref, f"Check {m.batch}").ok:
                     return None
             if self.prepare is not None:
                 try:
@@ -222,8 +222,8 @@ class IntegrationChecker:
                 return run_validation(sandbox, wt.path, self.policy, self.command,
                                       self.timeout_s)
         finally:
-            with contextlib.suppress(workspace.GitError):
-                workspace.remove_worktree(self.root, wt, delete_branch=True)
+            with contextlib.suppress(gitcli.GitError):
+                worktrees.remove_worktree(self.root, wt, delete_branch=True)
 
 
 @contextlib.contextmanager
@@ -252,8 +252,8 @@ def undo_wave(root: Path, branch: str | None, before: str, after: str,
     `after` (nothing else was committed on top) and, given the wave's `own` merge commits,
     nothing but them lies between (a commit of the user's made between two merges would go
     too); returns (restored, what was done)."""
-    between = set(workspace.git("rev-list", "--first-parent", "--end-of-options",
-                                f"{before}..{after}", cwd=root).split()) if own is not None \
+    between = set(gitcli.git("rev-list", "--first-parent", "--end-of-options",
+                             f"{before}..{after}", cwd=root).split()) if own is not None \
         else set()
     if workspace.current_branch(root) != branch or workspace.head_commit(root) != after \
             or not between <= set(own or ()):

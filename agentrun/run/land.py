@@ -18,7 +18,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from agentrun import workspace
+from agentrun import merging, worktrees
 from agentrun.core.errors import AgentrunError
 from agentrun.core.events import KeptWorktreeEvent, MergeConflictEvent, MergedEvent, WarningEvent
 from agentrun.core.results import WorkerResult
@@ -41,7 +41,7 @@ class Lander:
         self.cancel = cancel
         self.target = target or Target(root, state, record)
         # worktree removals under way (clean_up, remove_soon), by batch; `settle` ends them
-        self.removing: dict[str, tuple[Batch, workspace.Worktree,
+        self.removing: dict[str, tuple[Batch, worktrees.Worktree,
                                       Future[Exception | None]]] = {}
         self._remover: ThreadPoolExecutor | None = None
 
@@ -69,7 +69,7 @@ class Lander:
         if titles:
             message += f": {'; '.join(titles)}"
         started = round(time.time(), 3)  # the merge's span in traces and the report
-        merged = workspace.merge_branch(self.root, result.branch or "", message)
+        merged = merging.merge_branch(self.root, result.branch or "", message)
         if merged.ok:
             self.target.left_at(merged.commit)
             for gid in ids:
@@ -118,7 +118,7 @@ class Lander:
         group = self.state.groups[batch.ids[0]]
         if not group.worktree or batch.id in self.removing:
             return
-        wt = workspace.Worktree(Path(group.worktree), group.branch or "",
+        wt = worktrees.Worktree(Path(group.worktree), group.branch or "",
                                 self.state.base_commit)
         if self._remover is None:
             self._remover = ThreadPoolExecutor(max_workers=4,
@@ -138,9 +138,9 @@ class Lander:
             for gid in batch.ids:
                 self.state.groups[gid].worktree = None
 
-    def _remove(self, wt: workspace.Worktree) -> Exception | None:
+    def _remove(self, wt: worktrees.Worktree) -> Exception | None:
         try:
-            workspace.remove_worktree(self.root, wt, delete_branch=True)
+            worktrees.remove_worktree(self.root, wt, delete_branch=True)
         except (AgentrunError, OSError) as exc:  # said by `settle` (GitError is one)
             return exc
         return None

@@ -8,7 +8,7 @@ first (SIGKILL, a cancelled CI job, a power cut):
 - the space reserve `.specflow/runs/<run-id>/space-reserve` (run/record.py);
 - integration checks' throwaway worktrees `.specflow/runs/<run-id>/integration/check-N` and
   their branches `agentrun/<spec>/<run-id>/check-N` (run/integration.py);
-- a worktree's folder renamed aside to be deleted, `.<name>.removing-<pid>` (workspace.py);
+- a worktree's folder renamed aside to be deleted, `.<name>.removing-<pid>` (worktrees.py);
 - a process's private HOME for commands, `<tmp>/agentrun-home-<pid>-*` (tools/environment.py).
 
 `sweep` removes these for every run but the one in progress. It runs where no other run can
@@ -22,7 +22,7 @@ import contextlib
 import re
 from pathlib import Path
 
-from agentrun import gitcli, workspace
+from agentrun import gitcli, worktrees
 from agentrun.removal import remove_tree
 from agentrun.run.record import RESERVE_NAME
 from agentrun.tools.environment import discard_stale_homes
@@ -50,7 +50,7 @@ def sweep(root: Path, runs_dir: Path, current: str | None = None) -> list[str]:
             reserve.unlink(missing_ok=True)
             removed.append(str(reserve))
         for folder in (run / "worktrees", run / "integration"):
-            for aside in sorted(folder.glob(f".*{workspace.REMOVING}*")) \
+            for aside in sorted(folder.glob(f".*{worktrees.REMOVING}*")) \
                     if folder.is_dir() else []:
                 with contextlib.suppress(OSError):  # a worker's tree: any depth (removal.py)
                     remove_tree(aside)
@@ -64,7 +64,7 @@ def _checks(root: Path, runs_dir: Path, current: str | None) -> list[str]:
     """Integration-check worktrees and branches of runs other than `current`."""
     removed: list[str] = []
     seen: set[str] = set()
-    out = workspace.git("worktree", "list", "--porcelain", cwd=root)
+    out = gitcli.git("worktree", "list", "--porcelain", cwd=root)
     for block in out.split("\n\n")[1:]:  # the first is the main worktree
         lines = block.splitlines()
         path = next((ln[len("worktree "):] for ln in lines if ln.startswith("worktree ")), "")
@@ -73,13 +73,13 @@ def _checks(root: Path, runs_dir: Path, current: str | None) -> list[str]:
         run = _check_run(path, branch, runs_dir)
         if run is None or run == current:
             continue
-        with contextlib.suppress(workspace.GitError):
-            workspace.remove_worktree(root, workspace.Worktree(Path(path), branch or "", ""),
+        with contextlib.suppress(gitcli.GitError):
+            worktrees.remove_worktree(root, worktrees.Worktree(Path(path), branch or "", ""),
                                       delete_branch=branch is not None)
             removed.append(path)
             seen.add(branch or "")
-    branches = workspace.git("for-each-ref", "--format=%(refname:short)",
-                             "refs/heads/agentrun/", cwd=root).split()
+    branches = gitcli.git("for-each-ref", "--format=%(refname:short)",
+                          "refs/heads/agentrun/", cwd=root).split()
     for branch in branches:
         match = BRANCH.fullmatch(branch)
         if branch in seen or not is_check_branch(branch) or match is None \

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentrun import processes, telemetry, workspace
+from agentrun import processes, telemetry, workspace, worktrees
 from agentrun.core.errors import CannotStart, no_space
 from agentrun.core.events import (
     BaseEvent,
@@ -253,7 +253,7 @@ class Orchestrator:
         """A local worker's worktree, branch and assignment file; its groups now run."""
         branch = batch_branch(self.spec.id, self.run_id, batch.id)
         wt_path = self.run_dir / "worktrees" / ref_safe(batch.id)
-        workspace.create_worktree(self.root, wt_path, branch, base, checkout=False)
+        worktrees.create_worktree(self.root, wt_path, branch, base, checkout=False)
         wdir = control_dir(self.root, self.run_id) / "workers" / ref_safe(batch.id)
         tdir = self.run_dir / "workers" / ref_safe(batch.id)  # the transcript, for people
         for folder in (wdir, tdir):

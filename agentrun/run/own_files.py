@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentrun import workspace
+from agentrun import gitcli, workspace
 from agentrun.config import CONFIG_FILE
 from agentrun.core.fsutil import read_capped, relpath
 from agentrun.project import Project
@@ -51,10 +51,10 @@ def _only_our_entry(root: Path, rel: str) -> bool:
         now = read_capped(root / rel, _MAX_GITIGNORE).decode("utf-8")
     except (OSError, ValueError):
         return False
-    size = workspace.git("cat-file", "-s", f"HEAD:{rel}", cwd=root, check=False)
+    size = gitcli.git("cat-file", "-s", f"HEAD:{rel}", cwd=root, check=False)
     if size.isdigit() and int(size) > _MAX_GITIGNORE:
         return False
-    before = workspace.git("show", f"HEAD:{rel}", cwd=root, check=False) if size else ""
+    before = gitcli.git("show", f"HEAD:{rel}", cwd=root, check=False) if size else ""
     return _without_entry(now) == _without_entry(before)
 
 
@@ -81,7 +81,7 @@ def commit_own_changes(root: Path, spec: Spec, paths: list[str]) -> str | None:
     """Commit exactly `paths` (nothing else that is staged); the new commit, or None."""
     if not paths:
         return None
-    workspace.git("add", "--", *paths, cwd=root)
-    workspace.git("commit", "-q", "--no-verify", "-m", commit_message(spec, root, paths),
-                  "--", *paths, cwd=root, env=workspace.ensure_identity(root) or None)
+    gitcli.git("add", "--", *paths, cwd=root)
+    gitcli.git("commit", "-q", "--no-verify", "-m", commit_message(spec, root, paths),
+               "--", *paths, cwd=root, env=workspace.ensure_identity(root) or None)
     return workspace.head_commit(root)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from agentrun import workspace
+from agentrun import gitcli, gitlock, workspace
 from agentrun.core.errors import NoSpace, no_space
 from agentrun.core.events import BaseEvent, EventSink, WarningEvent, dumps
 from agentrun.core.fsutil import (
@@ -48,7 +48,7 @@ def control_dir(root: Path, run_id: str) -> Path:
     assignments, progress, results, pids): in the repository's git dir, which no worker
     branch can reach — a forged file committed by a worker is merged into the working tree,
     never here."""
-    return workspace.git_common_dir(root) / "agentrun" / "runs" / run_id
+    return gitlock.git_common_dir(root) / "agentrun" / "runs" / run_id
 
 
 class Recorder:
@@ -167,8 +167,8 @@ class Recorder:
     def commit_report(self, message: str | None = None) -> None:
         """Commit the spec summary, STATE.md and execution state (only those paths)."""
         if self.force_state and self.state_file.exists():
-            workspace.git("add", "-f", "--", relpath(self.state_file, self.root),
-                          cwd=self.root)
+            gitcli.git("add", "-f", "--", relpath(self.state_file, self.root),
+                       cwd=self.root)
         paths = [relpath(p, self.root)
                  for p in (self.spec.path, self.project.state_md, self.state_file,
                            *self.written)
@@ -177,8 +177,8 @@ class Recorder:
         paths = [p for p in paths if p in changed]
         if not paths:
             return
-        workspace.git("add", "--", *paths, cwd=self.root)
-        workspace.git("commit", "-q", "--no-verify", "-m",
-                      message or f"{self.spec.id}: execution summary (run {self.run_id})",
-                      "--", *paths,
-                      cwd=self.root, env=workspace.ensure_identity(self.root) or None)
+        gitcli.git("add", "--", *paths, cwd=self.root)
+        gitcli.git("commit", "-q", "--no-verify", "-m",
+                   message or f"{self.spec.id}: execution summary (run {self.run_id})",
+                   "--", *paths,
+                   cwd=self.root, env=workspace.ensure_identity(self.root) or None)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentrun import workspace
+from agentrun import gitlock, workspace
 from agentrun.core.errors import BadInput, CannotStart, NoSpace, no_space
 from agentrun.core.fsutil import check_file_or_absent, check_folder_or_absent, check_link_inside
 from agentrun.gitlock import clear_git_locks
@@ -55,7 +55,7 @@ def preflight(root: Path, spec: Spec, *, allow_dirty: bool) -> Preflight:
     read_state_md(project.state_md)  # BadInput before any work when it cannot be rewritten
     check_writable([project.specflow, project.execution_dir, project.runs_dir,
                     spec.path.resolve().parent,
-                    workspace.git_common_dir(root) / "agentrun" / "runs"])
+                    gitlock.git_common_dir(root) / "agentrun" / "runs"])
     own = own_changes(root, project, spec)
     dirty = [p for p in workspace.dirty_paths(root, ignore=OWN_PATHS) if p not in own]
     if dirty and not allow_dirty:
@@ -96,7 +96,7 @@ def check_writable(folders: list[Path]) -> None:
 
 @contextlib.contextmanager
 def run_lock(root: Path, run_id: str) -> Iterator[None]:
-    lock = workspace.RunLock(root, run_id)
+    lock = gitlock.RunLock(root, run_id)
     try:
         lock.acquire()
     except OSError as exc:  # its record could not be written: the disk is full

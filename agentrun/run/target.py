@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentrun import workspace
+from agentrun import gitcli, workspace
 from agentrun.core.events import TargetMovedEvent, WarningEvent
 from agentrun.core.status import StopReason
 from agentrun.report.execution_state import RunState
@@ -74,8 +74,8 @@ class Target:
 
     def _note_commits(self, last: str, head: str) -> None:
         """Commits made on the run's branch by someone else: kept, and said."""
-        shown = workspace.git("log", "--format=%h %s", "--end-of-options", f"{last}..{head}",
-                              cwd=self.root).splitlines()
+        shown = gitcli.git("log", "--format=%h %s", "--end-of-options", f"{last}..{head}",
+                           cwd=self.root).splitlines()
         text = (f"{len(shown)} commit(s) not made by this run landed on "
                 f"{self.state.target_branch} during it, kept: {'; '.join(shown[:5])}"
                 + (" ..." if len(shown) > 5 else ""))

@@ -1,0 +1,111 @@
+"""Merging a worker's branch into the user's checkout, never over the user's own files.
+
+A real three-way merge with a merge commit, so nothing an earlier wave merged can be dropped
+by a later branch that started from an older base. Before git runs, every place the branch
+writes is checked against the checkout (`in_the_way`): git would overwrite or delete an
+untracked or ignored file there, and the user owns it (docs/security.md, "Landing never
+overwrites or deletes the user's untracked or ignored files"). A refused or conflicting merge
+is aborted, leaving the checkout as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentrun.core.errors import AgentrunError
+from agentrun.gitcli import git, run_git, split_z
+from agentrun.workspace import head_commit, resolve_ref, tree_changes
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """Outcome of merging a worker branch: `commit` is the merge commit, None if nothing new.
+    `in_the_way` names the user's untracked or ignored paths that refused the merge."""
+
+    ok: bool
+    commit: str | None
+    conflicts: list[str] = field(default_factory=list)
+    message: str = ""
+    in_the_way: list[str] = field(default_factory=list)
+
+
+def merge_branch(root: Path, branch: str, message: str) -> MergeResult:
+    """Merge `branch` into the branch checked out at `root` with a merge commit.
+
+    A real three-way merge: a branch that started from an older base keeps everything merged
+    since. It never overwrites or deletes what the checkout holds untracked or ignored (a
+    `.env`, a build folder, agentrun's run records): such a path refuses the merge before git
+    runs (`in_the_way`). On a conflict or any other refusal the merge is aborted, so the target
+    branch, the index and the working tree are as they were; the caller keeps the branch for a
+    human.
+    """
+    before = head_commit(root)
+    if resolve_ref(root, branch) is None:
+        return MergeResult(False, None, [], f"branch {branch} does not exist")
+    fork = git("merge-base", "--end-of-options", before, branch, cwd=root, check=False)
+    if fork:
+        written = [c.path for c in tree_changes(root, fork, branch) if c.status != "D"]
+        blocked = in_the_way(root, written)
+        if blocked:
+            return MergeResult(False, None, [], (
+                f"not merged: {branch} writes {', '.join(blocked)}, which the checkout holds "
+                "untracked or ignored; the merge would overwrite or delete it (move it aside, "
+                "then merge the branch yourself)"), blocked)
+    proc = run_git("merge", "--no-ff", "--no-edit", "--no-autostash", "-m", message,
+                   "--end-of-options", branch, cwd=root)
+    if proc.returncode == 0:
+        after = head_commit(root)
+        if after == before:  # git merges nothing, not even with --no-ff, when it is merged
+            return MergeResult(True, None, [], f"{branch} has no new commits")
+        return MergeResult(True, after, [], f"merged {branch}")
+    conflicts = split_z(git("diff", "--name-only", "--diff-filter=U", "-z", cwd=root,
+                            check=False))
+    if resolve_ref(root, "MERGE_HEAD") is not None:
+        git("merge", "--abort", cwd=root)
+    if head_commit(root) != before:
+        raise AgentrunError(f"a failed merge of {branch} moved HEAD of {root} from {before}",
+                            hint=f"inspect the repository; `git reset --keep {before}` undoes it")
+    if conflicts:
+        text = f"merging {branch} conflicts in: {', '.join(conflicts)}"
+    else:
+        text = f"git refused to merge {branch}: {(proc.stderr or proc.stdout).strip()}"
+    return MergeResult(False, None, sorted(conflicts), text)
+
+
+def in_the_way(root: Path, paths: Iterable[str]) -> list[str]:
+    """Of the places a merge writes `paths`, those the working tree at `root` holds as
+    something git does not track: an untracked or ignored file, symlink or folder at the path,
+    a file or symlink where a parent folder goes, untracked or ignored files in a folder that a
+    file replaces. git would overwrite or delete each (for ignored ones git 2.39 does not even
+    ask on a non-fast-forward merge). Read from the file system without following a symlink."""
+    top = Path(root)
+    single: set[str] = set()  # a file, symlink or other non-folder: in the way unless tracked
+    folders: set[str] = set()  # a folder where a file goes: in the way if it holds untracked
+    for path in paths:
+        parts = path.split("/")
+        for depth in range(1, len(parts) + 1):
+            here = "/".join(parts[:depth])
+            try:
+                mode = os.lstat(top / here).st_mode
+            except OSError:  # nothing there (or a file above it, already noted): no loss
+                break
+            if stat.S_ISDIR(mode):
+                if depth == len(parts):
+                    folders.add(here)
+                continue
+            single.add(here)
+            break
+    blocked: set[str] = set()
+    if single:
+        tracked = set(split_z(git("ls-files", "-z", "--cached", "--full-name", "--",
+                                  *(f":(top,literal){p}" for p in sorted(single)), cwd=root)))
+        blocked |= single - tracked
+    if folders:
+        loose = split_z(git("ls-files", "-z", "--others", "--directory", "--full-name", "--",
+                            *(f":(top,literal){p}" for p in sorted(folders)), cwd=root))
+        blocked |= {entry.rstrip("/") for entry in loose}
+    return sorted(blocked)
