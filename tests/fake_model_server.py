@@ -373,6 +373,9 @@ class FakeModelServer:
 def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # a reply's body must not wait for the client to acknowledge its headers (Nagle's
+        # algorithm against delayed ACKs: 40 ms per call, which no real API adds)
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet tests
             pass

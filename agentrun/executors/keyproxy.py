@@ -161,6 +161,9 @@ class KeyProxy:
 def _handler(proxy: KeyProxy) -> type[BaseHTTPRequestHandler]:
     class Forward(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.0"  # the answer ends when the connection closes
+        # each chunk of an answer goes out at once: with Nagle's algorithm the body waits for
+        # the CLI to acknowledge the headers, which a client delays by up to 40 ms
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002
             pass

@@ -24,7 +24,6 @@ from typing import Any
 
 from agentrun import telemetry
 from agentrun.providers.catalog import preload_modules
-from agentrun.worker import process_main
 
 Context = ForkServerContext | SpawnContext  # the start methods a worker process may use
 _CONTEXT: Context | None = None
@@ -45,7 +44,7 @@ def _make_context(provider: str) -> Context:
         ctx: Context
         if "forkserver" in multiprocessing.get_all_start_methods():
             ctx = multiprocessing.get_context("forkserver")
-            preload = ["agentrun.preload", *preload_modules(provider),
+            preload = ["agentrun.preload", __name__, *preload_modules(provider),
                        *telemetry.preload_modules(),  # tracing on: its SDK too
                        "agentrun.preload_clients"]  # what the SDK loads for a client
             ctx.set_forkserver_preload(preload)
@@ -144,6 +143,15 @@ def shut_down() -> None:
                 server._stop_unlocked()  # noqa: SLF001
 
 
+def _worker_main(assignment_path: str) -> None:
+    """A worker process's entry point. The worker code is imported here, not by this module:
+    the server has it preloaded, and the orchestrator, which only starts workers, then
+    starts the server without importing it first."""
+    from agentrun.worker import process_main
+
+    process_main(assignment_path)
+
+
 class CannotSpawn(RuntimeError):
     """Processes cannot be started here; run batches in-process instead."""
 
@@ -152,7 +160,7 @@ def start_worker(batch: str, assignment_path: Path, result_path: Path, timeout_s
                  provider: str) -> WorkerProcess:
     try:
         ctx = _context(provider)
-        proc = ctx.Process(target=process_main, args=(str(assignment_path),),
+        proc = ctx.Process(target=_worker_main, args=(str(assignment_path),),
                            name=f"agentrun-worker-{batch}")
         proc.start()
     except (OSError, ValueError, RuntimeError) as exc:
