@@ -1,4 +1,5 @@
-"""Telling a live process from a dead one whose pid was reused: its pid and start time.
+"""Telling a live process from a dead one whose pid was reused: its pid and start time; and
+the temporary folders a process makes for itself, told from those a killed one left.
 
 A record that names a process (a worker, the process running a run) names it by both, as
 `pid:start`; the process is alive while a process with that pid started at that time runs.
@@ -6,8 +7,19 @@ A record that names a process (a worker, the process running a run) names it by 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import tempfile
 from pathlib import Path
+from typing import Literal
+
+from agentrun.removal import remove_tree
+
+# what a process keeps in the temporary folder: a private HOME for the commands it runs
+# (tools/environment.py), a scratch index while it snapshots a worktree (agent/snapshots.py)
+TempKind = Literal["home", "snapshot"]
+_OWNED = re.compile(r"agentrun-(?:home|snapshot)-(\d+)-[a-z0-9_]+")
 
 
 def start_time(pid: int) -> str | None:
@@ -35,3 +47,41 @@ def alive(named: str) -> bool | None:
     if not pid.isdigit() or not started or not Path("/proc/self/stat").exists():
         return None
     return start_time(int(pid)) == started
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process `pid` exists (another user's counts: it cannot be signalled)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def owned_temp_dir(kind: TempKind) -> Path:
+    """A new folder in the temporary folder for this process alone. Its name,
+    `agentrun-<kind>-<pid>-<random>`, carries the pid, so that one a killed process left can
+    be told from one in use (`discard_stale_temp_dirs`)."""
+    return Path(tempfile.mkdtemp(prefix=f"agentrun-{kind}-{os.getpid()}-"))
+
+
+def discard_stale_temp_dirs() -> list[str]:
+    """Remove the folders `owned_temp_dir` made for this user's processes that no longer
+    exist (killed before they removed them); returns their paths. A folder whose process
+    still runs, another user's, or any other name is left alone."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob("agentrun-*"):
+        match = _OWNED.fullmatch(path.name)
+        try:
+            mine = path.is_dir() and not path.is_symlink() and \
+                path.lstat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if match is None or not mine or pid_alive(int(match.group(1))):
+            continue
+        with contextlib.suppress(OSError):  # what commands left there: any depth
+            remove_tree(path)
+        removed.append(str(path))
+    return removed

@@ -104,7 +104,6 @@ def _branches(root: Path) -> list[str]:
 def test_sweep_never_touches_a_run_in_progress_or_a_live_process(tmp_path, monkeypatch):
     """In-process: what `sweep` takes is only what no live run or process can own."""
     from agentrun.run.leftovers import sweep
-    from agentrun.tools.environment import HOME_PREFIX
 
     root = make_project(tmp_path / "p", "SPEC-1", spec_text("SPEC-1", []), {})
     temp = tmp_path / "tmp"
@@ -115,13 +114,15 @@ def test_sweep_never_touches_a_run_in_progress_or_a_live_process(tmp_path, monke
     for run in ("20260101-000000-aaaa", "20260101-000001-bbbb"):
         (runs / run).mkdir(parents=True)
         (runs / run / "space-reserve").write_bytes(b"\0" * 16)
-    live = temp / f"{HOME_PREFIX}{os.getpid()}-abcd1234"
-    gone = temp / f"{HOME_PREFIX}999999-abcd1234"
-    other = temp / "agentrun-home-notours"
-    for folder in (live, gone, other):
+    # a private HOME and a snapshot's scratch index, of this live process and of a dead one
+    live = [temp / f"agentrun-{kind}-{os.getpid()}-abcd1234" for kind in ("home", "snapshot")]
+    gone = [temp / f"agentrun-{kind}-999999-abcd1234" for kind in ("home", "snapshot")]
+    other = [temp / "agentrun-home-notours", temp / "agentrun-demo-999999-abcd1234"]
+    for folder in (*live, *gone, *other):
         folder.mkdir()
+        (folder / "index").write_bytes(b"DIRC")
     removed = sweep(root, runs, current="20260101-000001-bbbb")
     assert (runs / "20260101-000001-bbbb/space-reserve").exists()  # the run in progress
     assert not (runs / "20260101-000000-aaaa/space-reserve").exists()
-    assert live.exists() and other.exists() and not gone.exists()
+    assert all(f.exists() for f in (*live, *other)) and not any(f.exists() for f in gone)
     assert removed == [str(runs / "20260101-000000-aaaa/space-reserve")]

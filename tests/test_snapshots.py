@@ -232,3 +232,25 @@ def test_restoring_a_checkout_snapshot_undoes_an_attempt(tmp_path: Path) -> None
     commit_files(wt, {"README.md": "# changed and committed\n"})
     restore_snapshot(wt, snap)
     assert _state(wt) == before
+
+
+def test_the_scratch_index_is_named_for_its_process_and_removed(
+        worktree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot's scratch folder carries the worker's pid, so the leftovers sweep can take
+    one a killed worker left (tests/test_leftovers.py), and goes when the snapshot is taken."""
+    from agentrun.agent import snapshots
+
+    made: list[Path] = []
+
+    def owned(kind: str) -> Path:
+        path = real(kind)
+        made.append(path)
+        assert (path.parent, path.is_dir()) == (Path(tempfile.gettempdir()), True)
+        return path
+
+    real = snapshots.owned_temp_dir
+    monkeypatch.setattr(snapshots, "owned_temp_dir", owned)
+    (worktree / "src/new.py").write_text("n = 1\n")
+    take_snapshot(worktree)
+    assert made and all(p.name.startswith(f"agentrun-snapshot-{os.getpid()}-") for p in made)
+    assert not any(p.exists() for p in made)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from agentrun.gitcli import GitError, git, run_git, split_z
+from agentrun.processes import owned_temp_dir
 from agentrun.workspace import head_commit
 from agentrun.worktrees import index_path, stage_all
 
@@ -76,13 +76,16 @@ def _scratch_index(worktree: Path) -> Iterator[dict[str, str]]:
     `git add -A` only hashes files that changed.
     """
     real = index_path(worktree)
-    with tempfile.TemporaryDirectory(prefix="agentrun-snapshot-") as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+    tmp = owned_temp_dir("snapshot")  # one a killed worker leaves: see leftovers.py
+    try:
+        env = {"GIT_INDEX_FILE": str(tmp / "index")}
         if real.exists():
             shutil.copy2(real, env["GIT_INDEX_FILE"])
         else:
             git("read-tree", "HEAD", cwd=worktree, env=env)
         yield env
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _current_tree(worktree: Path) -> str:

@@ -9,7 +9,9 @@ first (SIGKILL, a cancelled CI job, a power cut):
 - integration checks' throwaway worktrees `.specflow/runs/<run-id>/integration/check-N` and
   their branches `agentrun/<spec>/<run-id>/check-N` (run/integration.py);
 - a worktree's folder renamed aside to be deleted, `.<name>.removing-<pid>` (worktrees.py);
-- a process's private HOME for commands, `<tmp>/agentrun-home-<pid>-*` (tools/environment.py).
+- a process's private HOME for commands, `<tmp>/agentrun-home-<pid>-*` (tools/environment.py),
+  and a worker's scratch index while it snapshots its worktree, `<tmp>/agentrun-snapshot-<pid>-*`
+  (agent/snapshots.py).
 
 `sweep` removes these for every run but the one in progress. It runs where no other run can
 be alive — under the run lock, at the start and end of a run and in `agentrun clean` — and
@@ -23,9 +25,9 @@ import re
 from pathlib import Path
 
 from agentrun import gitcli, worktrees
+from agentrun.processes import discard_stale_temp_dirs
 from agentrun.removal import remove_tree
 from agentrun.run.record import RESERVE_NAME
-from agentrun.tools.environment import discard_stale_homes
 
 CHECK = re.compile(r"check-\d+")  # an integration check's worktree and branch (batch part)
 BRANCH = re.compile(r"agentrun/[^/]+/(?P<run>[^/]+)/(?P<batch>[^/]+)")
@@ -56,7 +58,7 @@ def sweep(root: Path, runs_dir: Path, current: str | None = None) -> list[str]:
                     remove_tree(aside)
                 removed.append(str(aside))
     removed += _checks(root, runs_dir, current)
-    discard_stale_homes()
+    discard_stale_temp_dirs()
     return removed
 
 

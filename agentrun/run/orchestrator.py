@@ -60,7 +60,7 @@ from agentrun.run.verify import Delivery, Verifier
 from agentrun.run.waves import Waves
 from agentrun.spec.model import Spec
 from agentrun.tools.base import CommandPolicy
-from agentrun.tools.environment import discard_private_home, discard_stale_homes
+from agentrun.tools.environment import discard_private_home
 from agentrun.worktree_setup import prepare_worktree
 
 
@@ -194,7 +194,7 @@ class Orchestrator:
                 if self.trace is not None:  # ended by run_done, else here: unfinished
                     self.trace.close()
                 discard_private_home()  # the integration checks' and the reviewer's
-                discard_stale_homes()  # workers killed on the way (a timeout, Ctrl-C)
+                processes.discard_stale_temp_dirs()  # workers killed on the way (timeout, ^C)
 
     def _begin(self, state: RunState) -> None:
         state.warnings.extend(n for n in self.notes if n not in state.warnings)

@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentrun.processes import pid_alive
+
 PREFIX = "agentrun-"  # a command's cgroup: agentrun-<pid of the process that made it>-<n>
 # bwrap itself and the init of its PID namespace, which the cgroup counts beside the command
 BWRAP_PROCESSES = 2
@@ -179,20 +181,10 @@ def sweep(where: CgroupParent) -> None:
         return
     for entry in entries:
         owner = entry.name[len(PREFIX):].split("-")[0]
-        if not entry.name.startswith(PREFIX) or not owner.isdigit() or _alive(int(owner)):
+        if not entry.name.startswith(PREFIX) or not owner.isdigit() or pid_alive(int(owner)):
             continue
         with contextlib.suppress(OSError):
             entry.rmdir()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def process_cap_note(processes: int) -> str | None:

@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from agentrun.core.secrets import SECRET_SUFFIXES, secret_values
 from agentrun.layout import import_env
+from agentrun.processes import owned_temp_dir
 from agentrun.removal import remove_tree
 from agentrun.tools.base import CommandPolicy
 
@@ -46,16 +46,12 @@ def allowed_name(name: str, extra: Iterable[str] = ()) -> bool:
     return name in ALLOWED or name.startswith(ALLOWED_PREFIXES) or name in set(extra)
 
 
-HOME_PREFIX = "agentrun-home-"  # then the pid of the process it is for, `-`, a random part
-_HOME = re.compile(rf"{HOME_PREFIX}(\d+)-[a-z0-9_]+")
-
-
 @functools.cache
 def private_home() -> Path:
     """A HOME of this process's own, so a command neither reads the user's dotfiles (tokens in
-    `~/.netrc`, `~/.config/gh`, ...) nor writes into them. Its name carries the pid, so that
-    one a killed process left can be told from one in use (`discard_stale_homes`)."""
-    return Path(tempfile.mkdtemp(prefix=f"{HOME_PREFIX}{os.getpid()}-"))
+    `~/.netrc`, `~/.config/gh`, ...) nor writes into them. One a killed process left is removed
+    by `processes.discard_stale_temp_dirs`."""
+    return owned_temp_dir("home")
 
 
 def discard_private_home() -> None:
@@ -65,36 +61,6 @@ def discard_private_home() -> None:
         with contextlib.suppress(OSError):  # what commands left there: any depth
             remove_tree(private_home())
         private_home.cache_clear()
-
-
-def discard_stale_homes() -> list[str]:
-    """Remove the private HOMEs, in the temporary folder, of this user's processes that no
-    longer exist (killed before their last act); returns their paths. A HOME whose process
-    still runs, or another user's, is left alone."""
-    removed = []
-    for path in Path(tempfile.gettempdir()).glob(f"{HOME_PREFIX}*"):
-        match = _HOME.fullmatch(path.name)
-        try:
-            mine = path.is_dir() and not path.is_symlink() and \
-                path.lstat().st_uid == os.getuid()
-        except OSError:
-            continue
-        if match is None or not mine or _alive(int(match.group(1))):
-            continue
-        with contextlib.suppress(OSError):  # what commands left there: any depth
-            remove_tree(path)
-        removed.append(str(path))
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process holds that pid
-        return True
-    return True
 
 
 def command_env(extra: Iterable[str] = (), secret_suffixes: Iterable[str] | None = None,
