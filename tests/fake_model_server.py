@@ -413,7 +413,7 @@ def _make_handler(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length)
             try:
                 body = json.loads(raw) if raw else None
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested beyond reading
                 body = None
             path = self.path.split("?", 1)[0]
             recorded = RecordedRequest("POST", path,

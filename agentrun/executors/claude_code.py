@@ -5,7 +5,8 @@ stay confined to the worktree), with a private HOME for its own config, telemetr
 off, and no API key: it calls its model through a `KeyProxy` that holds the key. It reports
 through its stream of JSON events: they feed the live display and the transcript, each reply's
 tokens and each tool result go to the worker's limits as they come (guard.py: token budget,
-spending cap, stuck-loop breaker; its `--max-turns` is the step limit), and its last event
+spending cap, stuck-loop breaker; its `--max-turns` is the step limit; each model call is also
+judged on the tool results its request carries, `sent_results`), and its last event
 carries the total and whether it failed. Its final message must end with a fenced JSON block,
 read like `submit_result`'s arguments; without a valid one the CLI is asked once more in the
 same session, then the attempt fails with the reason.
@@ -28,7 +29,7 @@ from agentrun.core.status import StopReason
 from agentrun.core.usage import Usage
 from agentrun.executors import headless
 from agentrun.executors.base import AgentTask, Attempt
-from agentrun.executors.guard import CliGuard
+from agentrun.executors.guard import CliGuard, ToolResult
 from agentrun.executors.headless import Cli
 from agentrun.executors.keyproxy import ANTHROPIC, KeyProxy
 from agentrun.sandbox.base import Sandbox
@@ -100,16 +101,45 @@ class _Stream(headless.CliStream):
     def _tool_results(self, message: dict[str, Any]) -> None:
         for block in message.get("content") or []:
             if isinstance(block, dict) and block.get("type") == "tool_result":
-                content = block.get("content")
-                text = content if isinstance(content, str) else json.dumps(content)
-                self.observation = text[:2000]
-                call_id = str(block.get("tool_use_id"))
-                name, args = self.calls.get(call_id, ("?", {}))
-                self.tool_done(name, self.called.pop(call_id, self.began),
-                               block.get("is_error") is True)
+                result = _result(block, self.calls)
+                self.observation = result.content[:2000]
+                self.tool_done(result.name,
+                               self.called.pop(str(block.get("tool_use_id")), self.began),
+                               result.is_error)
                 self.began = time.time()  # the model is called again with the results
                 if self.guard is not None:
-                    self.guard.tool_result(name, args, text, block.get("is_error") is True)
+                    self.guard.tool_result(result)
+
+
+def _result(block: dict[str, Any], calls: Mapping[str, tuple[str, Any]]) -> ToolResult:
+    """A `tool_result` block, with the call it answers (from `calls`, by tool_use id), read
+    the same way from the stream and from a request body, so that the two agree."""
+    content = block.get("content")
+    text = content if isinstance(content, str) else json.dumps(content)
+    call_id = block.get("tool_use_id")
+    name, args = calls.get(str(call_id), ("?", {}))
+    return ToolResult(call_id if isinstance(call_id, str) else None, name, args, text,
+                      block.get("is_error") is True)
+
+
+def sent_results(body: bytes) -> list[ToolResult]:
+    """The tool results a Messages API request carries (the CLI sends its whole conversation
+    each time), each with its call from the same body; what does not fit is skipped (the body
+    is untrusted: guard.py)."""
+    data = json.loads(body)
+    messages = data.get("messages") if isinstance(data, dict) else None
+    calls: dict[str, tuple[str, Any]] = {}
+    results = []
+    for message in messages if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                calls[block["id"]] = (str(block.get("name", "?")), block.get("input") or {})
+            elif block.get("type") == "tool_result":
+                results.append(_result(block, calls))
+    return results
 
 
 def config_dir() -> Path:
@@ -139,7 +169,7 @@ class ClaudeCodeExecutor(headless.CliExecutor):
 
     def run_attempt(self, task: AgentTask, attempt: Attempt) -> AttemptOutcome:
         attempt.before_write()  # the CLI may write from its first moment
-        guard = CliGuard(task.limits, attempt.budget, self.sandbox, attempt.transcript.record)
+        guard = self.guard(task, attempt)
         meter = headless.Meter(attempt.on_event or (lambda e: None), task.group, guard.charge)
         with KeyProxy(self.upstream, self.key, ANTHROPIC, gate=guard.before_call,
                       on_usage=meter.add, log=attempt.transcript.record) as proxy:
@@ -157,6 +187,12 @@ class ClaudeCodeExecutor(headless.CliExecutor):
                 report = _report(again)
         usage = guard.settle(self._usage(stream))  # beyond the metered calls: the CLI's total
         return headless.outcome(stream, report, stop, usage, guard.error)
+
+    def guard(self, task: AgentTask, attempt: Attempt) -> CliGuard:
+        """The worker's limits, which also read the tool results each model call carries."""
+        guard = super().guard(task, attempt)
+        guard.sent = sent_results
+        return guard
 
     def _run(self, task: AgentTask, attempt: Attempt, proxy: KeyProxy, prompt: str,
              resume: str | None, guard: CliGuard) -> tuple[_Stream, StopReason | None]:

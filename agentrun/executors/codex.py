@@ -32,7 +32,7 @@ from agentrun.core.status import StopReason
 from agentrun.core.usage import Usage
 from agentrun.executors import headless
 from agentrun.executors.base import AgentTask, Attempt
-from agentrun.executors.guard import CliGuard
+from agentrun.executors.guard import CliGuard, ToolResult
 from agentrun.executors.headless import Cli
 from agentrun.executors.keyproxy import OPENAI, KeyProxy
 from agentrun.sandbox.base import Sandbox
@@ -119,9 +119,12 @@ class _Stream(headless.CliStream):
                 isinstance(code, int) and not isinstance(code, bool) and code != 0)
             self.tool_done(TOOL_ITEMS[kind], self.items.pop(str(item.get("id")), time.time()),
                            failed)
+            # no call id: the events do not carry the API's (`call_id`), and a call's output
+            # in a request body adds a chunk id and the wall time, so the guard cannot match
+            # the bodies to the events: it reads the events alone
             if self.guard is not None:
-                self.guard.tool_result(TOOL_ITEMS[kind], {"target": target},
-                                       self.observation, failed)
+                self.guard.tool_result(ToolResult(None, TOOL_ITEMS[kind], {"target": target},
+                                                  self.observation, failed))
 
     def _turn(self, raw: Any) -> None:
         """A turn ended: what it cost is the session's total less what was counted before
@@ -146,7 +149,7 @@ class CodexExecutor(headless.CliExecutor):
 
     def run_attempt(self, task: AgentTask, attempt: Attempt) -> AttemptOutcome:
         attempt.before_write()  # the CLI may write from its first moment
-        guard = CliGuard(task.limits, attempt.budget, self.sandbox, attempt.transcript.record)
+        guard = self.guard(task, attempt)
         meter = headless.Meter(attempt.on_event or (lambda e: None), task.group, guard.charge)
         with KeyProxy(self.upstream, self.key, OPENAI, gate=guard.before_call,
                       on_usage=meter.add, log=attempt.transcript.record) as proxy:

@@ -187,6 +187,10 @@ class CliExecutor:
         return {"provider": self.name, "model": self.model, "executor": self.name,
                 "cli_version": self.cli.version}
 
+    def guard(self, task: AgentTask, attempt: Attempt) -> CliGuard:
+        """The worker's limits, held over one attempt of the CLI's (guard.py)."""
+        return CliGuard(task.limits, attempt.budget, self.sandbox, attempt.transcript.record)
+
     def cli_env(self, task: AgentTask, extra: dict[str, str]) -> dict[str, str]:
         """A command's environment (allow-listed, no secrets) with the CLI on PATH."""
         env, _secrets = scrubbed_env(task.command_policy or CommandPolicy(),

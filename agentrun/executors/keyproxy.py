@@ -77,13 +77,14 @@ OPENAI = Api("openai", (Route("POST", "/responses"), Route("POST", "/chat/comple
 
 class KeyProxy:
     """`with KeyProxy(upstream, key, api) as proxy:` — give the CLI `proxy.url` and
-    `proxy.token`. `gate` is asked before each model call is forwarded: None lets it go, a
-    reason refuses it (the worker's limits, executors/guard.py; it may wait first).
+    `proxy.token`. `gate` is asked before each model call is forwarded, with its request
+    body (untrusted): None lets it go, a reason refuses it (the worker's limits,
+    executors/guard.py; it may wait first).
     `on_usage` is told what each forwarded model call cost and when it began (time.time(), from
     a thread of the proxy's); `log` gets each refused request."""
 
     def __init__(self, upstream: str, key: str, api: Api = ANTHROPIC, *,
-                 gate: Callable[[], str | None] | None = None,
+                 gate: Callable[[bytes | None], str | None] | None = None,
                  on_usage: Callable[[Usage, float], None] | None = None,
                  log: Log | None = None) -> None:
         parts = urlsplit(upstream)
@@ -210,7 +211,7 @@ def _handler(proxy: KeyProxy) -> type[BaseHTTPRequestHandler]:
                 self._refuse(413, f"a request body of {length} bytes")
                 return
             body = self.rfile.read(length) if length else None
-            refusal = proxy.gate() if proxy.gate is not None and route.metered else None
+            refusal = proxy.gate(body) if proxy.gate is not None and route.metered else None
             if refusal:  # a limit of the worker's: this call is not made
                 self._error(400, f"agentrun stopped this model call: {refusal}")
                 return
