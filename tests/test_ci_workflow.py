@@ -320,3 +320,18 @@ def test_the_next_wave_runs_only_on_what_agentrun_reported():
     for n in waves(jobs):
         assert publish["env"][f"COMMIT_{n}"] == f"${{{{ needs.aggregate-{n}.outputs.commit }}}}"
     assert "^[0-9a-f]{40}([0-9a-f]{24})?$" in publish["run"]  # a commit id, or nothing
+
+
+def test_wave_jobs_install_the_coding_agent_cli_the_repository_names():
+    """A config with `executor: claude-code` runs that CLI in each worker job (the worker
+    refuses to start without it): the job installs the package the variable pins, before the
+    worker runs, and installs nothing when the variable is unset."""
+    data = load()
+    assert data["env"]["AGENTRUN_AGENT_CLI"] == "${{ vars.AGENTRUN_AGENT_CLI }}"
+    for name in (n for n in data["jobs"] if n.startswith("wave-")):
+        runs = [s.get("run", "") for s in data["jobs"][name]["steps"]]
+        install = next(i for i, r in enumerate(runs) if "npm install -g" in r)
+        step = data["jobs"][name]["steps"][install]
+        assert step["if"] == "env.AGENTRUN_AGENT_CLI != ''", name
+        assert step["run"] == 'npm install -g "$AGENTRUN_AGENT_CLI"', name
+        assert install < next(i for i, r in enumerate(runs) if "agentrun worker" in r), name

@@ -256,3 +256,32 @@ def test_an_agent_definition_may_name_the_executor(tmp_path):
     assert flag.returncode == 0, flag.stderr
     assert wrong.returncode == 2, wrong.stderr
     assert "unknown executor 'codez'" in wrong.json["error"]["message"]
+
+
+def test_a_ci_worker_runs_the_executor_the_config_names(tmp_path, claude_bin):
+    """`agentrun worker` (a CI matrix job) works with the config's `executor: claude-code`, as a
+    local run does: the CLI writes the file on the batch's branch; without the CLI on PATH the
+    job stops (exit 3) before any model call, with the install hint."""
+    root = make_project(tmp_path / "project", GROUPS[:1])
+    (root / ".specflow/config.yaml").write_text("executor: claude-code\n")
+    run_git(root, "add", "-A")
+    run_git(root, "commit", "-qm", "workers run on claude-code")
+    start = run_git(root, "rev-parse", "HEAD")
+    job = ("worker", "--spec", SPEC, "--groups", "G1", "--start-commit", start,
+           "--provider", "anthropic", "--model", "claude-sonnet-4-6", "--json")
+    with FakeModelServer(responder=CliModel()) as server:
+        missing = agentrun(*job, "--out", str(tmp_path / "missing.json"), cwd=root,
+                           env=env_for(server, None))
+        asked_first, made = len(server.requests), run_git(root, "branch", "--list")
+        proc = agentrun(*job, "--out", str(tmp_path / "G1.json"), cwd=root,
+                        env=env_for(server, claude_bin), timeout=400)
+    assert missing.returncode == 3, missing.stderr
+    assert "npm install -g @anthropic-ai/claude-code" in missing.json["error"]["hint"]
+    assert asked_first == 0 and made == "* main"  # no call, no branch
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "G1.json").read_text())
+    assert result["status"] == "complete" and result["files_created"] == ["src/alpha.txt"]
+    # the CLI did the work: its requests carry Claude Code's own tools, not agentrun's
+    tools = {t.get("name") for r in server.requests for t in (r.body or {}).get("tools", [])}
+    assert "Write" in tools and "write_file" not in tools
+    assert run_git(root, "show", f"{result['branch']}:src/alpha.txt") == "made for src/alpha.txt"

@@ -157,12 +157,14 @@ class _Job:
 
     def run(self, out_path: Path, note: Callable[[str], None],
             warn: Callable[[str], None]) -> BatchOutcome:
+        from agentrun.app.checks import choose_executor, provider_config, worker_agent
         from agentrun.core.results import WorkerResult
         from agentrun.core.status import Status
         from agentrun.run.assignment import ci_branch
         from agentrun.sandbox.choice import resolve
 
-        request = resolve_run(self.flags, self.project.config)
+        agent = worker_agent(self.project, self.plan)  # its `executor:`, as a local run reads it
+        request = resolve_run(self.flags, self.project.config, agent_executor=agent.executor)
         box, choice = resolve(request.sandbox_mode, request.allow_network,
                               self.project.config.sandbox)
         if choice.confined:
@@ -173,6 +175,9 @@ class _Job:
                 warn(cap_note)
         self._check_start()
         blocked = self._blocked()
+        if not blocked:  # a model and the executor's CLI, checked before the branch is made
+            cfg = provider_config(self.project, self.plan, self.flags)
+            executor = choose_executor(request.executor, cfg.provider, dry_run=False)
         branch = ci_branch(self.spec.id, self.batch.id)
         _switch(self.root, branch, self.base)
         extras: dict[str, Any] = {"spec": self.spec.id, "wave": self.wave,
@@ -184,7 +189,7 @@ class _Job:
             return BatchOutcome(WorkerResult(group=ids[0], groups=ids, status=Status.BLOCKED,
                                              error=blocked, batch=self.batch.id, branch=branch,
                                              worktree=str(self.root)), extras)
-        cfg, assignment = self._assignment(request, box, branch, out_path)
+        assignment = self._assignment(request, cfg, executor, box, branch, out_path)
         extras.update(provider=cfg.provider, model=cfg.model)
         from agentrun.worker import run_assignment
 
@@ -225,16 +230,15 @@ class _Job:
                         and Status(state.groups[d].status).blocks_dependents)
         return f"dependency {', '.join(failed)} did not complete" if failed else None
 
-    def _assignment(self, request: Any, box: Any, branch: str, out_path: Path) -> Any:
+    def _assignment(self, request: Any, cfg: Any, executor: str, box: Any, branch: str,
+                    out_path: Path) -> Any:
         """The batch's assignment, as the local orchestrator would write it."""
         from agentrun import gitcli
-        from agentrun.app.checks import provider_config
         from agentrun.run.assignment import make_assignment
 
         config = self.project.config
-        cfg = provider_config(self.project, self.plan, self.flags)
         options = run_options(request, config, provider=worker_provider(cfg, self.flags),
-                              sandbox=box, sandbox_description="")
+                              sandbox=box, sandbox_description="", executor=executor)
         git_dir = Path(gitcli.git("rev-parse", "--absolute-git-dir", cwd=self.root))
         record_dir = git_dir / "agentrun" / branch.removeprefix("agentrun/")
         record_dir.mkdir(parents=True, exist_ok=True)
@@ -252,7 +256,7 @@ class _Job:
             assignment.setup = SetupSettings(command=config.setup_command, source=str(self.root),
                                              network=config.sandbox.setup_network,
                                              timeout_s=request.worker_timeout_s)
-        return cfg, assignment
+        return assignment
 
 
 def _switch(root: Path, branch: str, base: str) -> None:
