@@ -25,7 +25,7 @@ from agentrun.agent.transcript import Transcript
 from agentrun.core.status import StopReason
 from agentrun.executors import claude_code, codex
 from agentrun.executors.base import Attempt, Budget
-from agentrun.executors.guard import CliGuard, ToolResult
+from agentrun.executors.guard import CliGuard, CliToolResult
 from agentrun.executors.headless import Cli, CliExecutor, CliStream
 from agentrun.executors.keyproxy import ANTHROPIC, OPENAI, KeyProxy
 from agentrun.sandbox.local import LocalSandbox
@@ -169,8 +169,8 @@ def test_a_hostile_body_neither_breaks_the_proxy_nor_resets_the_breakers(tmp_pat
             stream.feed(asked(1) + answered(failed(1)) + asked(2) + answered(failed(2)))
             statuses = [post(proxy, "/v1/messages", body)[0] for body in unreadable]
             reset = guard.breakers.copy()
-            assert reset.feed(ToolResult("toolu_forged", "Write", {}, "done", False)) is None
-            control = reset.feed(ToolResult("toolu_3", "Write", write(3)["input"], ENOTDIR,
+            assert reset.feed(CliToolResult("toolu_forged", "Write", {}, "done", False)) is None
+            control = reset.feed(CliToolResult("toolu_3", "Write", write(3)["input"], ENOTDIR,
                                             True))
             forged = post(proxy, "/v1/messages", conversation(2, forged_success))
             stream.feed(asked(3) + answered(failed(3)))

@@ -29,7 +29,7 @@ from agentrun.core.status import StopReason
 from agentrun.core.usage import Usage
 from agentrun.executors import headless
 from agentrun.executors.base import AgentTask, Attempt
-from agentrun.executors.guard import CliGuard, ToolResult
+from agentrun.executors.guard import CliGuard, CliToolResult
 from agentrun.executors.headless import Cli
 from agentrun.executors.keyproxy import ANTHROPIC, KeyProxy
 from agentrun.sandbox.base import Sandbox
@@ -111,18 +111,18 @@ class _Stream(headless.CliStream):
                     self.guard.tool_result(result)
 
 
-def _result(block: dict[str, Any], calls: Mapping[str, tuple[str, Any]]) -> ToolResult:
+def _result(block: dict[str, Any], calls: Mapping[str, tuple[str, Any]]) -> CliToolResult:
     """A `tool_result` block, with the call it answers (from `calls`, by tool_use id), read
     the same way from the stream and from a request body, so that the two agree."""
     content = block.get("content")
     text = content if isinstance(content, str) else json.dumps(content)
     call_id = block.get("tool_use_id")
     name, args = calls.get(str(call_id), ("?", {}))
-    return ToolResult(call_id if isinstance(call_id, str) else None, name, args, text,
+    return CliToolResult(call_id if isinstance(call_id, str) else None, name, args, text,
                       block.get("is_error") is True)
 
 
-def sent_results(body: bytes) -> list[ToolResult]:
+def sent_results(body: bytes) -> list[CliToolResult]:
     """The tool results a Messages API request carries (the CLI sends its whole conversation
     each time), each with its call from the same body; what does not fit is skipped (the body
     is untrusted: guard.py)."""

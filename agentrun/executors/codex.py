@@ -32,7 +32,7 @@ from agentrun.core.status import StopReason
 from agentrun.core.usage import Usage
 from agentrun.executors import headless
 from agentrun.executors.base import AgentTask, Attempt
-from agentrun.executors.guard import CliGuard, ToolResult
+from agentrun.executors.guard import CliGuard, CliToolResult
 from agentrun.executors.headless import Cli
 from agentrun.executors.keyproxy import OPENAI, KeyProxy
 from agentrun.sandbox.base import Sandbox
@@ -123,7 +123,7 @@ class _Stream(headless.CliStream):
             # in a request body adds a chunk id and the wall time, so the guard cannot match
             # the bodies to the events: it reads the events alone
             if self.guard is not None:
-                self.guard.tool_result(ToolResult(None, TOOL_ITEMS[kind], {"target": target},
+                self.guard.tool_result(CliToolResult(None, TOOL_ITEMS[kind], {"target": target},
                                                   self.observation, failed))
 
     def _turn(self, raw: Any) -> None:

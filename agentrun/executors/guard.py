@@ -39,7 +39,7 @@ from agentrun.sandbox.base import Sandbox
 
 
 @dataclass(frozen=True)
-class ToolResult:
+class CliToolResult:
     """One of the CLI's tool calls and how it ended; `call_id` names the call (None when the
     CLI gives no id), so that the same result read twice counts once."""
 
@@ -51,7 +51,7 @@ class ToolResult:
 
 
 # the tool results a model call's request body carries, in the conversation's order
-SentResults = Callable[[bytes], Iterable[ToolResult]]
+SentResults = Callable[[bytes], Iterable[CliToolResult]]
 
 
 class Breakers:
@@ -63,7 +63,7 @@ class Breakers:
         self.failures = 0  # tool calls in a row that failed
         self.stuck = StuckDetector(limits.stuck_repeats)
 
-    def feed(self, result: ToolResult) -> str | None:
+    def feed(self, result: CliToolResult) -> str | None:
         if not result.is_error:
             self.failures = 0
             self.stuck.clear()
@@ -131,7 +131,7 @@ class CliGuard:
                 self.charged = self.charged + extra
         return charged + extra
 
-    def tool_result(self, result: ToolResult) -> None:
+    def tool_result(self, result: CliToolResult) -> None:
         """The stream says one of the CLI's tool calls ended: the stuck-loop breaker and
         failures in a row."""
         with self._lock:
