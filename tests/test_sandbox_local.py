@@ -139,3 +139,47 @@ def test_sandboxes_are_independent(tmp_path):
     mine.kill_all(signal.SIGKILL)
     runner.join(10)
     assert results[0].exit_code == 0 and results[0].output.strip() == "finished"
+
+
+def test_a_follower_catches_up_with_what_the_command_wrote_before_it_signalled(
+        tmp_path, monkeypatch):
+    """A command writes its line, then signals elsewhere (as a CLI writes a tool result, then
+    calls the model through the key proxy). The sandbox's reader is held back (a descheduled
+    thread): without catching up the line is not seen when the signal is (the control); after
+    `catch_up` it is, once, in order, and the reader shows nothing twice."""
+    import select as select_module
+
+    from agentrun.sandbox import capture as capture_module
+    from agentrun.sandbox.base import OutputFollower
+
+    real_poll = select_module.poll
+
+    class SlowPoll:
+        def __init__(self) -> None:
+            self.inner = real_poll()
+
+        def register(self, fd: int, mask: int) -> None:
+            self.inner.register(fd, mask)
+
+        def poll(self) -> list:
+            time.sleep(1.0)  # the reader thread wakes late
+            return self.inner.poll()
+
+    monkeypatch.setattr(capture_module.select, "poll", SlowPoll)
+    marker = tmp_path / "called"
+    seen: list[bytes] = []
+    follower = OutputFollower(seen.append)
+    done: list = []
+    command = f"echo first; echo second; touch {marker}; sleep 1.5; echo third"
+    thread = threading.Thread(target=lambda: done.append(LocalSandbox().run(
+        command, cwd=tmp_path, timeout_s=20, env=ENV, on_output=follower)))
+    thread.start()
+    assert wait_for(marker.exists)
+    assert b"".join(seen) == b""  # control: the reader has not read the lines yet
+    follower.catch_up()
+    assert b"".join(seen) == b"first\nsecond\n"
+    thread.join(20)
+    assert b"".join(seen) == b"first\nsecond\nthird\n"
+    assert done[0].output == "first\nsecond\nthird\n" and done[0].exit_code == 0
+    follower.catch_up()  # the command has ended: nothing more, and no error
+    assert b"".join(seen) == b"first\nsecond\nthird\n"

@@ -13,15 +13,18 @@ no longer allows is never made (and waits while the worker's allowance is being 
 
 The CLI's stdout and its model calls are two channels read by two threads: the call that
 carries a tool result can reach the key proxy before the line that reports it has been read.
-So the gate also judges the request itself: the tool results it carries that the stream has
-not reported yet (by call id, when the executor can read its API's bodies: `sent`) are
-weighed on a copy of the breakers, and a call that the stream's report would stop is not
-made. The body is untrusted (whatever holds the proxy's token can send one): what it says can
-only stop the CLI, never reset a breaker, and a body that cannot be read is judged as before.
+So the gate first catches up with the stream (`catch_up`: it reads, at once, all the CLI
+wrote before it sent the call), then also judges the request itself: the tool results it
+carries that the stream has not reported yet (by call id, when the executor can read its
+API's bodies: `sent`) are weighed on a copy of the breakers, and a call that the stream's
+report would stop is not made. The body is untrusted (whatever holds the proxy's token can
+send one): what it says can only stop the CLI, never reset a breaker, and a body that cannot
+be read is judged as before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import signal
 import threading
@@ -101,6 +104,7 @@ class CliGuard:
         self.charged = Usage()  # what this attempt's calls added to the budget so far
         self.breakers = Breakers(limits)  # fed by the stream only
         self.reported: set[str] = set()  # the call ids of the results the stream reported
+        self.catch_up: Callable[[], None] = lambda: None  # reads what the CLI wrote so far
         self._lock = threading.Lock()
 
     # -- what the CLI reports ---------------------------------------------------------------
@@ -159,6 +163,8 @@ class CliGuard:
         """None when the CLI's next model call (its request `body`) may go out; else why not
         (the CLI is being stopped). May wait while the worker's allowance of the spending cap
         is raised."""
+        with contextlib.suppress(OSError, ValueError):  # the CLI's output pipe, just closed
+            self.catch_up()
         if self.stop is None and body and self.sent is not None:
             why = self.ahead(body, self.sent)
             if why is not None:

@@ -29,7 +29,7 @@ from agentrun.core.status import Status, StopReason
 from agentrun.core.usage import Usage
 from agentrun.executors.base import AgentTask, Attempt
 from agentrun.executors.guard import CliGuard
-from agentrun.sandbox.base import CommandResult, Sandbox
+from agentrun.sandbox.base import CommandResult, OutputFollower, Sandbox
 from agentrun.tools.agent_tools import SubmitResult
 from agentrun.tools.base import CommandPolicy
 from agentrun.tools.environment import scrubbed_env
@@ -203,10 +203,13 @@ class CliExecutor:
         (its result, why it was stopped — None if it ended by itself)."""
         task.files_ready()  # the CLI works on the files from its first moment
         watcher = CancelWatcher(attempt.budget.cancel, self.sandbox)
+        follower = OutputFollower(guarded(stream.feed))
+        if stream.guard is not None:  # it reads all the CLI wrote before each model call
+            stream.guard.catch_up = follower.catch_up
         with watcher:
             result = self.sandbox.run(argv, cwd=Path(task.worktree),
                                       timeout_s=max(1.0, attempt.budget.time_left()), env=env,
-                                      on_output=guarded(stream.feed))
+                                      on_output=follower)
         stream.flush()
         halted = stream.guard.stop if stream.guard is not None else None
         stop = StopReason.INTERRUPTED if watcher.fired else halted or \

@@ -23,6 +23,29 @@ def unchanged(text: str) -> str:
     return text
 
 
+class OutputFollower:
+    """An `on_output` that can also catch up: `catch_up()` shows it, at once, whatever the
+    command has written that the sandbox's reader has not read yet. For a caller that acts on
+    what the command sends elsewhere (a coding-agent CLI's model call, through the key proxy)
+    and must first see all the command wrote before sending it."""
+
+    def __init__(self, feed: Callable[[bytes], None]) -> None:
+        self.feed = feed
+        self._catch_up: Callable[[], object] | None = None
+
+    def __call__(self, chunk: bytes) -> None:
+        self.feed(chunk)
+
+    def attach(self, catch_up: Callable[[], object] | None) -> None:
+        """The sandbox's reader of the running command (None once it has ended)."""
+        self._catch_up = catch_up
+
+    def catch_up(self) -> None:
+        reader = self._catch_up
+        if reader is not None:
+            reader()
+
+
 @dataclass(frozen=True)
 class CommandResult:
     exit_code: int | None  # None when the command timed out
@@ -39,7 +62,8 @@ class Sandbox(Protocol):
         """Run `command` (argv, or a shell command line for `/bin/bash -c`) in `cwd` with
         exactly `env`; after `timeout_s` it is killed with everything it started. `redact`
         masks secrets in the output before it is cut to `max_output_chars`; `on_output` sees
-        the raw output as it arrives (for a caller that follows a stream of events)."""
+        the raw output as it arrives (for a caller that follows a stream of events; an
+        `OutputFollower` may also catch up with it while the command runs)."""
         ...
 
     def kill_all(self, sig: int = signal.SIGKILL) -> None:

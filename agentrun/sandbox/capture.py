@@ -7,6 +7,8 @@ that prints gigabytes must not exhaust the worker, so only the two ends are kept
 from __future__ import annotations
 
 import io
+import os
+import select
 import threading
 from collections.abc import Callable
 
@@ -20,6 +22,8 @@ class Capture:
         self.tail = bytearray()
         self.total = 0
         self.lock = threading.Lock()
+        self._reading = threading.Lock()  # one reader at a time: the pump, or a catch-up
+        self._ended = False  # the stream ended (its descriptor may be closed and reused)
 
     def feed(self, chunk: bytes) -> None:
         with self.lock:
@@ -52,14 +56,40 @@ class Capture:
     def pump(self, stream: io.BufferedIOBase,
              on_chunk: Callable[[bytes], None] | None = None) -> None:
         """Read `stream` to its end (run in a thread of its own), showing each chunk to
-        `on_chunk` as it arrives."""
+        `on_chunk` as it arrives. `catch_up` may read for it from another thread meanwhile:
+        each read and the `on_chunk` of what it read happen under one lock, so every chunk
+        is shown once, in order."""
         try:
-            while chunk := stream.read1(65536):
+            fd = stream.fileno()
+            os.set_blocking(fd, False)
+            waiting = select.poll()
+            waiting.register(fd, select.POLLIN)
+            while True:
+                waiting.poll()  # readable, or the end
+                if not self.catch_up(fd, on_chunk):
+                    return
+        except (OSError, ValueError):
+            pass  # the pipe was closed under us
+        finally:
+            with self._reading:
+                self._ended = True
+
+    def catch_up(self, fd: int, on_chunk: Callable[[bytes], None] | None = None) -> bool:
+        """Read what the stream holds now, without waiting, showing it to `on_chunk` before
+        returning; False once the stream has ended."""
+        with self._reading:
+            while not self._ended:
+                try:
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:
+                    return True
+                if not chunk:
+                    self._ended = True
+                    break
                 self.feed(chunk)
                 if on_chunk is not None:
                     on_chunk(chunk)
-        except (OSError, ValueError):
-            pass  # the pipe was closed under us
+            return False
 
 
 def _marker(count: int) -> str:

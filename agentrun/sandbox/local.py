@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from agentrun.sandbox.base import CommandResult, SpawnListener, unchanged
+from agentrun.sandbox.base import CommandResult, OutputFollower, SpawnListener, unchanged
 from agentrun.sandbox.capture import Capture
 
 KILL_GRACE_S = 2.0  # between SIGTERM and SIGKILL on timeout
@@ -54,6 +54,9 @@ class LocalSandbox:
             _kill_group(proc.pid, self._kill_signal)
         self._notify("spawn", proc.pid)
         reader = threading.Thread(target=capture.pump, args=(proc.stdout, on_output), daemon=True)
+        if isinstance(on_output, OutputFollower) and proc.stdout is not None:
+            fd = proc.stdout.fileno()
+            on_output.attach(lambda: capture.catch_up(fd, on_output))
         reader.start()
         timed_out = False
         try:
@@ -66,6 +69,8 @@ class LocalSandbox:
             _kill_group(proc.pid, signal.SIGKILL)
             raise
         finally:
+            if isinstance(on_output, OutputFollower):
+                on_output.attach(None)
             proc.wait()
             self._running.discard(proc.pid)
             self._notify("spawn_end", proc.pid)
