@@ -1,4 +1,4 @@
-"""What a run is asked to do: the options every part of it reads."""
+"""What a run is asked to do: the options every part of it reads, fixed once the run starts."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from agentrun.protocol import (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions:
     provider: ProviderSettings
     limits: WorkerLimits = field(default_factory=WorkerLimits)
