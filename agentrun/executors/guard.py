@@ -14,12 +14,12 @@ no longer allows is never made (and waits while the worker's allowance is being 
 The CLI's stdout and its model calls are two channels read by two threads: the call that
 carries a tool result can reach the key proxy before the line that reports it has been read.
 So the gate first catches up with the stream (`catch_up`: it reads, at once, all the CLI
-wrote before it sent the call), then also judges the request itself: the tool results it
-carries that the stream has not reported yet (by call id, when the executor can read its
-API's bodies: `sent`) are weighed on a copy of the breakers, and a call that the stream's
-report would stop is not made. The body is untrusted (whatever holds the proxy's token can
-send one): what it says can only stop the CLI, never reset a breaker, and a body that cannot
-be read is judged as before.
+wrote before it sent the call), then, for a CLI that may send the call before it writes the
+line, also judges the request itself: the tool results it carries that the stream has not
+reported yet (by call id, when the executor can read its API's bodies: `sent`) are weighed
+on a copy of the breakers, and a call that the stream's report would stop is not made. The
+body is untrusted (whatever holds the proxy's token can send one): what it says can only stop
+the CLI, never reset a breaker, and a body that cannot be read is judged as before.
 """
 
 from __future__ import annotations
