@@ -253,6 +253,8 @@ def test_secrets_only_reach_the_steps_where_the_model_runs():
         text = yaml.safe_dump(step)
         if "secrets." in text:
             keyed.append(name)
+            assert step["env"] == {"ANTHROPIC_API_KEY": "${{ secrets.ANTHROPIC_API_KEY }}",
+                                   "OPENAI_API_KEY": "${{ secrets.OPENAI_API_KEY }}"}, name
             assert "github.token" not in text, name
             if name.startswith("wave-"):
                 assert "agentrun worker" in step["run"], name
