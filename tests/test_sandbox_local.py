@@ -153,6 +153,7 @@ def test_a_follower_catches_up_with_what_the_command_wrote_before_it_signalled(
     from agentrun.sandbox.base import OutputFollower
 
     real_poll = select_module.poll
+    wake = threading.Event()
 
     class SlowPoll:
         def __init__(self) -> None:
@@ -162,7 +163,7 @@ def test_a_follower_catches_up_with_what_the_command_wrote_before_it_signalled(
             self.inner.register(fd, mask)
 
         def poll(self) -> list:
-            time.sleep(1.0)  # the reader thread wakes late
+            wake.wait(20)  # the reader thread wakes late: when the test says so
             return self.inner.poll()
 
     monkeypatch.setattr(capture_module.select, "poll", SlowPoll)
@@ -170,7 +171,9 @@ def test_a_follower_catches_up_with_what_the_command_wrote_before_it_signalled(
     seen: list[bytes] = []
     follower = OutputFollower(seen.append)
     done: list = []
-    command = f"echo first; echo second; touch {marker}; sleep 1.5; echo third"
+    go = tmp_path / "go"
+    command = (f"echo first; echo second; touch {marker}; "
+               f"while [ ! -e {go} ]; do sleep 0.01; done; echo third")
     thread = threading.Thread(target=lambda: done.append(LocalSandbox().run(
         command, cwd=tmp_path, timeout_s=20, env=ENV, on_output=follower)))
     thread.start()
@@ -178,6 +181,8 @@ def test_a_follower_catches_up_with_what_the_command_wrote_before_it_signalled(
     assert b"".join(seen) == b""  # control: the reader has not read the lines yet
     follower.catch_up()
     assert b"".join(seen) == b"first\nsecond\n"
+    go.touch()
+    wake.set()
     thread.join(20)
     assert b"".join(seen) == b"first\nsecond\nthird\n"
     assert done[0].output == "first\nsecond\nthird\n" and done[0].exit_code == 0
