@@ -12,14 +12,14 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from agentrun.removal import remove_tree
 
 # what a process keeps in the temporary folder: a private HOME for the commands it runs
 # (tools/environment.py), a scratch index while it snapshots a worktree (agent/snapshots.py)
 TempKind = Literal["home", "snapshot"]
-_OWNED = re.compile(r"agentrun-(?:home|snapshot)-(\d+)-[a-z0-9_]+")
+_OWNED = re.compile(rf"agentrun-(?:{'|'.join(get_args(TempKind))})-(\d+)-[a-z0-9_]+")
 
 
 def start_time(pid: int) -> str | None:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from agentrun.core.results import WorkerResult
     from agentrun.plan import Batch, Plan
     from agentrun.project import Project
+    from agentrun.providers.catalog import ProviderConfig
     from agentrun.report.execution_state import RunState
     from agentrun.run.ci import Aggregation
     from agentrun.spec.model import Spec
@@ -230,8 +231,8 @@ class _Job:
                         and Status(state.groups[d].status).blocks_dependents)
         return f"dependency {', '.join(failed)} did not complete" if failed else None
 
-    def _assignment(self, request: Any, cfg: Any, executor: str, box: Any, branch: str,
-                    out_path: Path) -> Any:
+    def _assignment(self, request: Any, cfg: ProviderConfig, executor: str, box: Any,
+                    branch: str, out_path: Path) -> Any:
         """The batch's assignment, as the local orchestrator would write it."""
         from agentrun import gitcli
         from agentrun.run.assignment import make_assignment
