@@ -177,6 +177,36 @@ def test_tracing_without_the_extra_installed_is_one_warning(monkeypatch):
                                      "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
 
 
+def test_an_exporter_or_protocol_agentrun_does_not_speak_is_said_not_sent(monkeypatch):
+    """OTLP over HTTP is what goes out; `console`, `zipkin` or gRPC asked for would otherwise
+    send spans where nothing listens (the default endpoint): the run is not traced, and says
+    why once, naming the setting to change."""
+    endpoint = "http://127.0.0.1:9"
+    cases = [  # (environment, traced, the problem said, if any)
+        ({"OTEL_TRACES_EXPORTER": "otlp"}, True, None),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}, True, None),
+        ({"OTEL_TRACES_EXPORTER": "OTLP , console"}, True, "console beside otlp"),
+        ({"OTEL_TRACES_EXPORTER": "console"}, False, "OTEL_TRACES_EXPORTER=console"),
+        ({"OTEL_TRACES_EXPORTER": "zipkin,console", "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
+         False, "OTEL_TRACES_EXPORTER=zipkin,console"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+         False, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"),
+        ({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"},
+         True, None),
+        ({"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"}, False, None),
+    ]
+    for env, traced, said in cases:
+        monkeypatch.setattr(telemetry, "_PROBLEMS", [])
+        assert telemetry.configured(env) is traced, env
+        assert telemetry.configured(env) is traced, env  # asked again: said once
+        problems = telemetry.problems()
+        if said is None:
+            assert problems == [], (env, problems)
+        else:
+            assert len(problems) == 1 and said in problems[0], (env, problems)
+            assert "OTLP/HTTP" in problems[0] or "http/protobuf" in problems[0]
+
+
 def test_the_github_job_summary_names_the_trace():
     from agentrun.report.execution_state import RunState
     from agentrun.report.github import run_summary_markdown

@@ -1,8 +1,9 @@
 """OpenTelemetry traces of a run, when the environment asks for them.
 
 Off unless a standard variable is set — `OTEL_EXPORTER_OTLP_ENDPOINT`,
-`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_TRACES_EXPORTER` (`none` and
-`OTEL_SDK_DISABLED=true` keep it off) — and then it needs the `otel` extra
+`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_TRACES_EXPORTER=otlp` (`none` and
+`OTEL_SDK_DISABLED=true` keep it off; another exporter or gRPC is said, not traced) — and then
+it needs the `otel` extra
 (`pip install 'agentrun-specflow[otel]'`). This module imports nothing of OpenTelemetry: a run
 without the variables pays nothing, and `agentrun --help` never loads it.
 
@@ -31,15 +32,35 @@ _PROBLEMS: list[str] = []  # what went wrong with tracing in this process, said 
 
 
 def configured(env: Mapping[str, str] | None = None) -> bool:
-    """Whether the environment asks for traces."""
+    """Whether the environment asks for traces that agentrun can send: OTLP over HTTP. An
+    exporter or protocol it does not speak (`console`, `zipkin`, gRPC) is said once, and the
+    run is not traced, rather than sent where nothing listens."""
     env = os.environ if env is None else env
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
-    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    if exporter == "none":
+    named = [e.strip() for e in env.get("OTEL_TRACES_EXPORTER", "").lower().split(",")
+             if e.strip()]
+    endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or \
+        env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    if not named and not endpoint or named == ["none"]:
         return False
-    return bool(exporter or env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-                or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip())
+    others = [e for e in named if e not in ("otlp", "none")]
+    if named and "otlp" not in named:
+        note_problem(f"OTEL_TRACES_EXPORTER={','.join(named)}: agentrun sends traces over "
+                     "OTLP/HTTP only, so the run is not traced; set OTEL_TRACES_EXPORTER=otlp "
+                     "and OTEL_EXPORTER_OTLP_ENDPOINT to your collector")
+        return False
+    if others:
+        note_problem(f"OTEL_TRACES_EXPORTER names {', '.join(others)} beside otlp: traces go "
+                     "over OTLP/HTTP only")
+    protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "").strip()
+                or env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip()).lower()
+    if protocol == "grpc":
+        note_problem("OTEL_EXPORTER_OTLP_PROTOCOL=grpc: agentrun sends OTLP over HTTP "
+                     "(protobuf), so the run is not traced; set it to http/protobuf and point "
+                     "OTEL_EXPORTER_OTLP_ENDPOINT at the collector's HTTP port (4318)")
+        return False
+    return True
 
 
 def note_problem(message: str) -> None:
