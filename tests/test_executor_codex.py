@@ -19,6 +19,7 @@ import pytest
 from clirun import agentrun
 from fake_model_server import Error, FakeModelServer, RecordedRequest, Reply
 from gitutil import init_repo, run_git
+from otlp_receiver import OtlpReceiver
 from runkit import STATE_MD, spec_text
 
 CACHE = Path(os.environ.get("AGENTRUN_TEST_CODEX_CACHE")
@@ -97,16 +98,18 @@ class CodexModel:
         return Reply(text=report(), usage=USAGE)
 
 
-def run(root: Path, server: FakeModelServer, codex_dir: Path | None, *extra: str):
+def run(root: Path, server: FakeModelServer, codex_dir: Path | None, *extra: str,
+        env: dict[str, str] | None = None):
     return agentrun("run", SPEC, "--executor", "codex", "--provider", "openai",
                     "--model", MODEL, "--yes", "--json", "--no-review", *extra,
-                    env=env_for(server, codex_dir), cwd=root, timeout=400)
+                    env={**env_for(server, codex_dir), **(env or {})}, cwd=root, timeout=400)
 
 
 def test_codex_workers_run_an_orchestrated_spec(tmp_path, codex_bin):
     root = make_project(tmp_path / "project")
-    with FakeModelServer(responder=CodexModel()) as server:
-        proc = run(root, server, codex_bin, "--events", str(tmp_path / "events.ndjson"))
+    with FakeModelServer(responder=CodexModel()) as server, OtlpReceiver() as collector:
+        proc = run(root, server, codex_bin, "--events", str(tmp_path / "events.ndjson"),
+                   env={"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint})
     assert proc.returncode == 0, proc.stderr
     result = proc.json
     assert result["status"] == "complete"
@@ -140,6 +143,21 @@ def test_codex_workers_run_an_orchestrated_spec(tmp_path, codex_bin):
     written = [p for d in (".specflow/runs", ".specflow/execution") for p in
                (root / d).rglob("*") if p.is_file()]
     assert [str(p) for p in written if API_KEY.encode() in p.read_bytes()] == []
+    # the run's trace goes on in each Codex worker: its model calls (metered by the key proxy,
+    # with their tokens) and its tool calls are spans of its attempt, under the group's span
+    spans = {sp.span_id: sp for sp in collector.spans}
+    assert {sp.trace_id for sp in spans.values()} == {result["trace_id"]}
+    for gid in ("G1", "G2", "G3"):
+        group = next(sp for sp in spans.values() if sp.name == f"group {gid}")
+        attempt = next(sp for sp in spans.values() if sp.parent_id == group.span_id)
+        assert attempt.name.startswith("invoke_agent") and attempt["agentrun.executor"] == "codex"
+        inside = [sp for sp in spans.values() if sp.parent_id == attempt.span_id]
+        calls = [sp for sp in inside if sp.name.startswith("chat")]
+        assert {c["gen_ai.provider.name"] for c in calls} == {"openai"}
+        assert sum(c["gen_ai.usage.input_tokens"] for c in calls) == \
+            result["groups"][gid]["usage"]["input_tokens"]
+        assert "shell" in {sp["gen_ai.tool.name"] for sp in inside
+                           if sp.name.startswith("execute_tool")}
 
 
 def test_a_missing_result_gets_one_follow_up_in_the_same_session(tmp_path, codex_bin):
