@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 from clirun import agentrun
+from otlp_receiver import OtlpReceiver
 
 SPEC = """---
 id: {id}
@@ -133,14 +134,30 @@ def test_every_spec_in_parallel_with_one_json_document(tmp_path):
     script = {"groups": {"SPEC-1": [submit("APPROVED")], "SPEC-2": [submit("APPROVED")],
                          "SPEC-3": [submit("NEEDS_REVISION", critical_issues=["x"])]}}
     root = project(tmp_path, specs, script)
-    proc = agentrun("audit", "--script", "script.yaml", "--max-parallel", "3", "--json",
-                    cwd=root, env=NO_MODEL)
+    with OtlpReceiver() as collector:
+        proc = agentrun("audit", "--script", "script.yaml", "--max-parallel", "3", "--json",
+                        cwd=root, env={**NO_MODEL,
+                                       "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint})
     assert proc.returncode == 1, proc.stderr
     doc = proc.json
     assert [(s["spec"], s["status"]) for s in doc["specs"]] == [
         ("SPEC-1", "APPROVED"), ("SPEC-2", "APPROVED"), ("SPEC-3", "NEEDS_REVISION")]
     assert doc["summary"] == {"total": 3, "approved": 2, "needs_revision": 1,
                               "needs_decomposition": 0, "invalid": 0, "error": 0}
+    # one trace for the audit, audited in three threads: a span per spec, the auditor's
+    # model call inside each
+    spans = collector.spans
+    assert {sp.trace_id for sp in spans} == {doc["trace_id"]}
+    root_span = next(sp for sp in spans if not sp.parent_id)
+    assert root_span.name == "agentrun audit" and root_span.status == "ERROR"
+    for n, verdict in ((1, "APPROVED"), (2, "APPROVED"), (3, "NEEDS_REVISION")):
+        audit = next(sp for sp in spans if sp.name == f"audit SPEC-{n}")
+        assert audit.parent_id == root_span.span_id and audit["agentrun.status"] == verdict
+        assert audit["gen_ai.agent.name"] == "spec-auditor"
+        calls = [sp for sp in spans if sp.parent_id == audit.span_id
+                 and sp.name.startswith("chat")]
+        assert len(calls) == 1 and calls[0]["gen_ai.provider.name"] == "scripted"
+        assert calls[0]["gen_ai.usage.input_tokens"] > 0
     (root / ".specflow/specs/SPEC-3.md").write_text(SPEC.format(id="SPEC-3"))
     (root / ".specflow/specs/SPEC-4.md").write_bytes(b"\0")
     script["groups"]["SPEC-3"] = [submit("APPROVED")]

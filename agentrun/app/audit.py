@@ -103,6 +103,30 @@ class Audited:
     dry_run: bool
     sandbox: str  # the auditor's sandbox, in words
     parallel: int = 1
+    trace_id: str | None = None  # the audit's OpenTelemetry trace, when traced
+
+
+def _traced(ids: list[str], access: ModelAccess, options: AuditOptions,
+            audit: Callable[[], list[SpecAudit]]) -> tuple[list[SpecAudit], str | None]:
+    """`audit()`'s results, and its trace's id when the environment asks for traces: a span
+    per spec, with the auditor's model and tool calls (telemetry/spans.py)."""
+    from agentrun import telemetry
+
+    def model() -> tuple[str, str]:
+        return str(getattr(access.config(), "provider", "")), access.model
+
+    trace = telemetry.audit_trace(ids, model)
+    if trace is None:
+        return audit(), None
+    options.events = trace.sink
+    results: list[SpecAudit] = []
+    try:
+        results = audit()
+        for r in results:
+            trace.spec_done(r.spec_id, r.status, r.usage.total, r.error)
+    finally:
+        trace.close(failed=not results or not all(r.ok for r in results))
+    return results, trace.trace_id
 
 
 def audit_one(request: AuditRequest, note: Callable[[str], None]) -> Audited:
@@ -118,8 +142,10 @@ def audit_one(request: AuditRequest, note: Callable[[str], None]) -> Audited:
 
         check_writable([path.resolve().parent])
     note(f"auditing {relpath(path)} (sandbox {sandbox})")
-    result = audit_spec(path, project, request.model_access(project), options)
-    return Audited([result], options.dry_run, sandbox)
+    access = request.model_access(project)
+    results, trace_id = _traced([path.stem], access, options,
+                                lambda: [audit_spec(path, project, access, options)])
+    return Audited(results, options.dry_run, sandbox, trace_id=trace_id)
 
 
 def audit_all(request: AuditRequest, note: Callable[[str], None]) -> Audited:
@@ -140,9 +166,10 @@ def audit_all(request: AuditRequest, note: Callable[[str], None]) -> Audited:
         why = f" ({result.error})" if result.error else ""
         note(f"{result.spec_id}: {result.status}{why}")
 
-    results = audit_specs(paths, project, request.model_access(project), options,
-                          max_parallel=parallel, on_result=done)
-    return Audited(results, options.dry_run, sandbox, parallel)
+    access = request.model_access(project)
+    results, trace_id = _traced([p.stem for p in paths], access, options, lambda: audit_specs(
+        paths, project, access, options, max_parallel=parallel, on_result=done))
+    return Audited(results, options.dry_run, sandbox, parallel, trace_id)
 
 
 def specs_project() -> Project:

@@ -25,6 +25,7 @@ from agentrun.audit.estimates import ContextEstimate, approx
 from agentrun.audit.static import StaticAudit
 from agentrun.audit.verdict import AuditVerdict
 from agentrun.core.errors import EXIT_FAILED, AgentrunError, Interrupted
+from agentrun.core.events import EventSink
 from agentrun.core.fsutil import relpath
 from agentrun.core.status import StopReason
 from agentrun.core.usage import Usage
@@ -115,7 +116,8 @@ def audit_task(spec: Spec, project: Project, static: StaticAudit,
 
 def ask_auditor(spec: Spec, project: Project, provider: Provider, static: StaticAudit,
                 estimate: ContextEstimate, *, limits: dict[str, Any] | None = None,
-                cancel: threading.Event | None = None, sandbox: str = "auto") -> AuditorAnswer:
+                cancel: threading.Event | None = None, sandbox: str = "auto",
+                on_event: EventSink | None = None) -> AuditorAnswer:
     """Run the auditor in a fresh context; re-ask once (another fresh context, shown its last
     reply and what went wrong) if it ended without a valid verdict. Raises AuditorFailed when
     there is still none, or when the auditor stops early.
@@ -129,7 +131,7 @@ def ask_auditor(spec: Spec, project: Project, provider: Provider, static: Static
                                                      **(limits or {})})
     cancel = cancel if cancel is not None else threading.Event()
     task = audit_task(spec, project, static, estimate)
-    outcome = _run(agent, task, spec, project, provider, run_limits, cancel, jail)
+    outcome = _run(agent, task, spec, project, provider, run_limits, cancel, jail, on_event)
     if isinstance(outcome.output, AuditVerdict):
         return AuditorAnswer(outcome.output, outcome.usage, outcome.steps, 1)
     first = outcome.error or "no verdict was submitted"
@@ -138,7 +140,7 @@ def ask_auditor(spec: Spec, project: Project, provider: Provider, static: Static
         reply = reply[:MAX_REPLY_SHOWN] + "\n[... cut ...]"
     reask = render("audit_reask", {"error": first, "reply": reply, "fence": _fence(reply),
                                    "original_task": task}, project.overrides_root)
-    again = _run(agent, reask, spec, project, provider, run_limits, cancel, jail)
+    again = _run(agent, reask, spec, project, provider, run_limits, cancel, jail, on_event)
     usage, steps = outcome.usage + again.usage, outcome.steps + again.steps
     if isinstance(again.output, AuditVerdict):
         return AuditorAnswer(again.output, usage, steps, 2)
@@ -150,12 +152,13 @@ def ask_auditor(spec: Spec, project: Project, provider: Provider, static: Static
 
 
 def _run(agent: AgentDefinition, task: str, spec: Spec, project: Project, provider: Provider,
-         limits: Limits, cancel: threading.Event, sandbox: Sandbox) -> AgentOutcome:
+         limits: Limits, cancel: threading.Event, sandbox: Sandbox,
+         on_event: EventSink | None) -> AgentOutcome:
     """One fresh auditor conversation, whose result model is the verdict."""
     outcome = run_agent(AgentTask(agent=agent, task=task, worktree=project.root, limits=limits,
                                   group=spec.id, project_root=project.overrides_root,
                                   output=AuditVerdict),
-                        provider, cancel=cancel, sandbox=sandbox)
+                        provider, cancel=cancel, sandbox=sandbox, on_event=on_event)
     if outcome.stop_reason == StopReason.INTERRUPTED:
         raise Interrupted(f"the audit of {spec.id} was interrupted",
                           hint="nothing was written; audit again")

@@ -36,6 +36,7 @@ from agentrun.core.errors import (
     PlanError,
     SpecError,
 )
+from agentrun.core.events import EventSink
 from agentrun.core.usage import Usage
 from agentrun.plan import build_plan
 from agentrun.project import Project
@@ -108,6 +109,7 @@ class AuditOptions:
     now: Callable[[], datetime] = datetime.now
     cancel: threading.Event = field(default_factory=threading.Event)
     sandbox: str = "auto"  # the auditor's read-only sandbox: auto | on | off
+    events: Callable[[str], EventSink | None] = lambda _spec: None  # a spec's auditor's events
 
 
 @dataclass
@@ -243,7 +245,7 @@ def audit_spec(path: Path | str, project: Project, access: ModelAccess,
     try:
         answer = ask_auditor(spec, project, access.provider(), static, estimate,
                              limits=options.limits, cancel=options.cancel,
-                             sandbox=options.sandbox)
+                             sandbox=options.sandbox, on_event=options.events(spec.id))
     except AuditorFailed as exc:
         result.status, result.error, result.hint = ERROR, exc.message, exc.hint
         return result

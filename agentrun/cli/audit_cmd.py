@@ -105,15 +105,30 @@ def _ci_reports(junit: Path | None) -> Callable[[list[Any]], None]:
 
 # -- the model-based audit ------------------------------------------------------------------
 
+def _traced(audited: Audited, out: Output) -> dict[str, str]:
+    """Tracing's trouble, said once (the audit went on), and the trace's id: shown, and for
+    the JSON document."""
+    from agentrun import telemetry
+
+    for problem in telemetry.problems():
+        out.warn(problem)
+    if audited.trace_id is None:
+        return {}
+    if out.mode != "json":
+        out.stdout.print(f"Trace: {audited.trace_id} (OpenTelemetry trace id)")
+    return {"trace_id": audited.trace_id}
+
+
 def _model_one(audited: Audited, out: Output, report: Callable[[list[Any]], None]) -> int:
     """One spec's verdict, shown; its exit code."""
     result = audited.results[0]
     report([result])
     if out.mode == "json":
         out.json({"ok": result.ok, "dry_run": audited.dry_run, **result.to_dict(),
-                  "sandbox": audited.sandbox})
+                  "sandbox": audited.sandbox, **_traced(audited, out)})
     else:
         print_result(result, out, audited.dry_run)
+        _traced(audited, out)
     if result.error:
         out.error(result.error, result.hint)
     return result.exit_code
@@ -128,7 +143,7 @@ def _model_all(audited: Audited, out: Output, report: Callable[[list[Any]], None
     if out.mode == "json":
         out.json({"ok": code == EXIT_OK, "dry_run": audited.dry_run,
                   "specs": [r.to_dict() for r in results], "summary": summary,
-                  "sandbox": audited.sandbox})
+                  "sandbox": audited.sandbox, **_traced(audited, out)})
         return code
     print_table(results, out.stdout)
     out.stdout.print(f"{summary['total']} spec(s): {summary['approved']} approved, "
@@ -136,6 +151,7 @@ def _model_all(audited: Audited, out: Output, report: Callable[[list[Any]], None
                      f"{summary['needs_decomposition']} need decomposition, "
                      f"{summary['invalid']} invalid, {summary['error']} without a verdict"
                      + (" · dry run: nothing written" if audited.dry_run else ""))
+    _traced(audited, out)
     return code
 
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentrun.core.events import BaseEvent, EventSink
-    from agentrun.telemetry.spans import RunTrace, WorkerTrace
+    from agentrun.telemetry.spans import AuditTrace, RunTrace, WorkerTrace
 
 EXTRA_HINT = "pip install 'agentrun-specflow[otel]'"
 _PROBLEMS: list[str] = []  # what went wrong with tracing in this process, said once each
@@ -93,6 +93,15 @@ def run_trace(run_id: str, spec_id: str, mode: str) -> RunTrace | None:
         return None
     spans = _spans()
     return spans.RunTrace(run_id, spec_id, mode) if spans else None
+
+
+def audit_trace(specs: list[str], model: Callable[[], tuple[str, str]]) -> AuditTrace | None:
+    """`agentrun audit`'s trace of the specs it audits (`model`: their provider and model,
+    asked when the first needs them), or None when tracing is off."""
+    if not configured():
+        return None
+    spans = _spans()
+    return spans.AuditTrace(specs, model) if spans else None
 
 
 def worker_trace(traceparent: str | None, *, batch: str, provider: str, model: str,

@@ -135,7 +135,7 @@ class GuardedExporter(SpanExporter):
     def give_up(self, why: str) -> None:
         if not self.dead:
             self.dead = True
-            _problem(f"traces not exported to {self.where}: {why}; the run went on without "
+            _problem(f"traces not exported to {self.where}: {why}; agentrun went on without "
                      "them")
 
     def stuck(self) -> bool:

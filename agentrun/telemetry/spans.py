@@ -4,15 +4,18 @@
 group's worker (from the moment its worktree is made to its verified result), each merge,
 integration check, fix and the review, with the reviewer's model and tool calls. `WorkerTrace`
 consumes a worker's progress events, in the worker's process: each attempt, model call, tool
-call, validation and set-up, as children of the group's span. Spans that other spans hang
-under start when their start event comes; the others are made when they end, from the start
-time the event carries (`started`), so no span waits on anything but the event stream.
+call, validation and set-up, as children of the group's span. `AuditTrace` is `agentrun
+audit`'s: a span per spec audited, with the auditor's model and tool calls. Spans that other
+spans hang under start when their start event comes; the others are made when they end, from
+the start time the event carries (`started`), so no span waits on anything but the events.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
@@ -27,6 +30,7 @@ from agentrun.core.events import (
     BaseCheckStartEvent,
     BaseEvent,
     DoneEvent,
+    EventSink,
     FixDoneEvent,
     FixStartEvent,
     IntegrationFailedEvent,
@@ -138,6 +142,17 @@ class _Spans:
     def close_all(self, failed: bool = False) -> None:
         for key in sorted(self.open, key=len, reverse=True):  # children before parents
             self.end(key, failed=True if failed else None, why="ended unfinished")
+
+    def end_trace(self, root: tuple[str, ...], when: Any = None, failed: bool = True,
+                  why: str = "") -> None:
+        """End every open span, the `root` last, then push them out, waiting a bounded
+        time."""
+        span = self.open.pop(root, None)
+        self.close_all(failed)
+        if span is not None:
+            self.open[root] = span
+            self.end(root, when, failed=failed, why=why)
+        self.pipe.flush()
 
 
 def _chat(spans: _Spans, parent: Span | Context | None, event: StepEvent | ReviewStepEvent,
@@ -267,12 +282,7 @@ class RunTrace(_Spans):
         if self.closed:
             return
         self.closed = True
-        root = self.open.pop(("run",), None)
-        self.close_all(failed)
-        if root is not None:
-            self.open[("run",)] = root
-            self.end(("run",), when, failed=failed, why=why)
-        self.pipe.flush()
+        self.end_trace(("run",), when, failed, why)
 
 
 class WorkerTrace(_Spans):
@@ -333,3 +343,56 @@ class WorkerTrace(_Spans):
         self.closed = True
         self.close_all(failed)
         self.pipe.flush(WORKER_FLUSH_S)
+
+
+class AuditTrace(_Spans):
+    """`agentrun audit`'s side: one trace per command, its root the audit, one span per spec
+    audited (the auditor's attempts' model and tool calls inside it). Specs are audited in
+    threads of their own: every span change holds one lock."""
+
+    def __init__(self, specs: list[str], model: Callable[[], tuple[str, str]]) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+        self._model = model  # (provider, model): resolved when a spec first needs the model
+        self.provider = self.model = ""
+        name = f"agentrun audit {specs[0]}" if len(specs) == 1 else "agentrun audit"
+        self.root = self.start(("audit",), name, None, agentrun__specs=specs)
+        self.trace_id = format(self.root.get_span_context().trace_id, "032x")
+        self.closed = False
+
+    def _spec(self, spec_id: str) -> Span:
+        if not self.model:
+            with contextlib.suppress(Exception):  # no model: a spec judged without one
+                self.provider, self.model = self._model()
+        return self.open.get(("spec", spec_id)) or self.start(
+            ("spec", spec_id), f"audit {spec_id}", self.root,
+            gen_ai__operation__name="invoke_agent", gen_ai__agent__name="spec-auditor",
+            gen_ai__request__model=self.model, gen_ai__provider__name=self.provider,
+            agentrun__spec=spec_id)
+
+    def sink(self, spec_id: str) -> EventSink:
+        """Where the auditor of `spec_id` says its progress."""
+        def on_event(e: BaseEvent) -> None:
+            with contextlib.suppress(Exception), self.lock:  # a trace never breaks the audit
+                match e:
+                    case StepEvent() if e.started is not None:
+                        _chat(self, self._spec(spec_id), e, self.provider, self.model,
+                              agentrun__step=e.step)
+                    case ToolEvent():
+                        _tool(self, self._spec(spec_id), e)
+        return on_event
+
+    def spec_done(self, spec_id: str, status: str, tokens: int, error: str | None) -> None:
+        """The verdict on `spec_id` (a spec judged without the model gets its span too)."""
+        with contextlib.suppress(Exception), self.lock:
+            self._spec(spec_id)
+            self.end(("spec", spec_id), failed=error is not None, why=error,
+                     agentrun__status=status, agentrun__tokens=tokens, agentrun__error=error)
+
+    def close(self, failed: bool) -> None:
+        """End the audit's spans, then push them out, waiting a bounded time."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            self.end_trace(("audit",), failed=failed)
