@@ -11,6 +11,7 @@ from pathlib import Path
 
 from clirun import agentrun
 from gitutil import IDENTITY, run_git
+from otlp_receiver import OtlpReceiver
 from runkit import make_project, scripted, spec_text, submit, writes
 from test_review_cli import met, review_turn
 
@@ -55,12 +56,12 @@ def clone(origin: Path, dest: Path) -> Path:
 
 
 def worker_job(origin: Path, tmp_path: Path, spec_id: str, entry: dict, results: Path,
-               *extra: str, push: bool = True):
+               *extra: str, push: bool = True, env: dict[str, str] | None = None):
     """One matrix job: its own clone, the worker, then the job pushes the branch."""
     job = clone(origin, tmp_path / f"job-w{entry['wave']}-{entry['batch']}")
     out = results / f"{entry['batch']}.json"
     proc = agentrun("worker", "--spec", spec_id, "--groups", entry["groups"],
-                    "--out", str(out), *MODEL, *extra, cwd=job)
+                    "--out", str(out), *MODEL, *extra, cwd=job, env=env)
     if push:
         run_git(job, "push", "-q", "--force", "origin", f"HEAD:refs/heads/{entry['branch']}")
     return proc, out
@@ -103,32 +104,48 @@ def test_distributed_run_matches_a_local_run(tmp_path):
         "branch": "agentrun/SPEC-30/G3"}
 
     run_ids, worker_commits = set(), {}
-    for number, wave in enumerate(matrix["waves"], 1):
-        results = tmp_path / f"results-{number}"
-        main_before = run_git(origin, "rev-parse", "main")
-        for entry in wave["include"]:
-            proc, out = worker_job(origin, tmp_path, "SPEC-30", entry, results)
+    with OtlpReceiver() as collector:  # every job traced, as the environment asks
+        traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint}
+        for number, wave in enumerate(matrix["waves"], 1):
+            results = tmp_path / f"results-{number}"
+            main_before = run_git(origin, "rev-parse", "main")
+            for entry in wave["include"]:
+                proc, out = worker_job(origin, tmp_path, "SPEC-30", entry, results, env=traced)
+                assert proc.returncode == 0, proc.stderr
+                result = json.loads(out.read_text())
+                assert result["status"] == "complete" and result["branch"] == entry["branch"]
+                assert result["base_commit"] == main_before  # started on the aggregated main
+                assert len(result["commits"]) == 1
+                worker_commits[entry["batch"]] = result["commits"][0]
+            # every aggregate could be the last: each is given the reviewer's model
+            agg, proc = aggregate_job(origin, tmp_path / f"aggregate-{number}", "SPEC-30",
+                                      sorted(results.iterdir()), *REVIEWER, env=traced)
             assert proc.returncode == 0, proc.stderr
-            result = json.loads(out.read_text())
-            assert result["status"] == "complete" and result["branch"] == entry["branch"]
-            assert result["base_commit"] == main_before  # started on the aggregated main
-            assert len(result["commits"]) == 1
-            worker_commits[entry["batch"]] = result["commits"][0]
-        # every aggregate could be the last: each is given the reviewer's model
-        agg, proc = aggregate_job(origin, tmp_path / f"aggregate-{number}", "SPEC-30",
-                                  sorted(results.iterdir()), *REVIEWER)
-        assert proc.returncode == 0, proc.stderr
-        summary = proc.json
-        run_ids.add(summary["run_id"])
-        if number < 3:
-            assert summary["status"] == "running" and summary["next_wave"] == str(number + 1)
-            assert summary["review"]["reviewed"] is False
-        else:
-            assert summary["status"] == "complete" and summary["next_wave"] is None
-            assert summary["review"] == {"reviewed": True, "result": "APPROVED", "version": 1,
-                                         "skipped": None}
-        assert run_git(agg, "status", "--porcelain") == ""
+            summary = proc.json
+            run_ids.add(summary["run_id"])
+            if number < 3:
+                assert summary["status"] == "running" and summary["next_wave"] == str(number + 1)
+                assert summary["review"]["reviewed"] is False
+            else:
+                assert summary["status"] == "complete" and summary["next_wave"] is None
+                assert summary["review"] == {"reviewed": True, "result": "APPROVED", "version": 1,
+                                             "skipped": None}
+            assert run_git(agg, "status", "--porcelain") == ""
     assert len(run_ids) == 1  # every wave continued the same execution state
+    # ONE trace for the run across its eight jobs on machines that share nothing live: each
+    # aggregate's span and each worker's attempts hang under the run's span (never sent)
+    spans = collector.spans
+    assert len({sp.trace_id for sp in spans}) == 1, {sp.trace_id for sp in spans}
+    aggregates = sorted((sp for sp in spans if sp.name.startswith("agentrun aggregate")),
+                        key=lambda sp: sp.name)
+    assert [sp.name for sp in aggregates] == [f"agentrun aggregate SPEC-30 wave {n}"
+                                              for n in (1, 2, 3)]
+    run_span = aggregates[0].parent_id
+    assert run_span and {sp.parent_id for sp in aggregates} == {run_span}
+    attempts = [sp for sp in spans if sp.name.startswith("invoke_agent spec-executor")]
+    assert sorted(sp["agentrun.batch"] for sp in attempts) == ["G1", "G2", "G3", "G4", "G5"]
+    assert {sp.parent_id for sp in attempts} == {run_span}
+    assert not [sp for sp in spans if sp.span_id == run_span]
 
     final = clone(origin, tmp_path / "final")
     for commit in worker_commits.values():
@@ -137,6 +154,7 @@ def test_distributed_run_matches_a_local_run(tmp_path):
         assert (final / path).read_text().startswith(f"# {gid}")
     state = json.loads((final / ".specflow/execution/SPEC-30-state.json").read_text())
     assert state["status"] == "complete" and state["run_id"] in run_ids
+    assert state["trace_id"] == spans[0].trace_id  # what each job summary names
     assert all(g["merge_commit"] for g in state["groups"].values())
 
     local = make_project(tmp_path / "local", "SPEC-30", spec_text("SPEC-30", FIVE),

@@ -251,6 +251,13 @@ class _Job:
             spec_path=relpath(self.spec.path, self.root), batch_id=self.batch.id,
             groups=self.batch.ids, worktree=self.root, branch=branch, base=self.base,
             result_path=Path(out_path).absolute(), record_dir=record_dir)
+        from agentrun import telemetry
+
+        # its spans join the CI run's one trace, named by the spec and the run's start commit
+        start = (self.state.start_commit or self.state.base_commit) \
+            if self.state is not None and self.wave > 1 else \
+            self.project.start_commit or self.base
+        assignment.trace_parent = telemetry.ci_trace_parent(self.spec.id, start)
         if config.setup_command:  # the job's checkout is this worker's worktree: make it ready
             from agentrun.protocol import SetupSettings
 

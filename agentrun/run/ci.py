@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrun import workspace
+from agentrun import telemetry, workspace
 from agentrun.audit.runner import ModelAccess
 from agentrun.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, CannotStart
 from agentrun.core.events import EventSink
@@ -147,8 +147,11 @@ def aggregate(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path],
     backend = CIResultsBackend(workspace.repo_root(project.root), spec.id,
                                project.runs_dir / run_id, {r.batch.id: r for r in results})
     # all results are there already: verify the whole wave, then merge it
+    start = (continued.start_commit or continued.base_commit) if continued else \
+        project.start_commit or workspace.head_commit(project.root)  # as start_state.py
     orchestrator = Orchestrator(project, spec, plan, options, on_event, run_id=run_id,
-                                backend=backend, land_while_running=False, commit_state=True)
+                                backend=backend, land_while_running=False, commit_state=True,
+                                trace_parent=telemetry.ci_trace_parent(spec.id, start))
     state = _aggregate_wave(orchestrator, wave, continued)
     finished = state.status != RunStatus.RUNNING
     nxt = None if finished else plan.waves[wave.number]

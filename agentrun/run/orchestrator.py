@@ -74,7 +74,7 @@ class Orchestrator:
     def __init__(self, project: Project, spec: Spec, plan: Plan, options: RunOptions,
                  on_event: EventSink | None = None, *, run_id: str | None = None,
                  backend: WorkerBackend | None = None, land_while_running: bool = True,
-                 commit_state: bool = False) -> None:
+                 commit_state: bool = False, trace_parent: str | None = None) -> None:
         self.project = project
         self.spec = spec
         self.plan = plan
@@ -85,7 +85,8 @@ class Orchestrator:
         self.run_dir = project.runs_dir / self.run_id
         self.state_file = state_path(project.execution_dir, spec.id)
         # the run's trace, when the environment asks for one: a consumer of its events
-        self.trace = telemetry.run_trace(self.run_id, spec.id, plan.mode)
+        # (`trace_parent`: the trace of the CI run this aggregate is a job of)
+        self.trace = telemetry.run_trace(self.run_id, spec.id, plan.mode, trace_parent)
         self.record = Recorder(project, spec, plan.mode, self.run_id, self.run_dir,
                                self.state_file, telemetry.tee(on_event, self.trace))
         self.record.force_state = commit_state

@@ -18,6 +18,7 @@ and one warning (`problems`), never the run.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -25,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentrun.core.events import BaseEvent, EventSink
-    from agentrun.telemetry.spans import AuditTrace, RunTrace, WorkerTrace
+    from agentrun.telemetry.audit import AuditTrace
+    from agentrun.telemetry.spans import RunTrace, WorkerTrace
 
 EXTRA_HINT = "pip install 'agentrun-specflow[otel]'"
 _PROBLEMS: list[str] = []  # what went wrong with tracing in this process, said once each
@@ -87,21 +89,33 @@ def _spans() -> Any | None:
     return spans
 
 
-def run_trace(run_id: str, spec_id: str, mode: str) -> RunTrace | None:
-    """The orchestrator's trace of one run, or None when tracing is off (or cannot be)."""
+def run_trace(run_id: str, spec_id: str, mode: str,
+              parent: str | None = None) -> RunTrace | None:
+    """The orchestrator's trace of one run (`parent`: the W3C traceparent it continues, a CI
+    job's), or None when tracing is off (or cannot be)."""
     if not configured():
         return None
     spans = _spans()
-    return spans.RunTrace(run_id, spec_id, mode) if spans else None
+    return spans.RunTrace(run_id, spec_id, mode, parent) if spans else None
+
+
+def ci_trace_parent(spec_id: str, start_commit: str) -> str:
+    """The W3C traceparent that every job of a CI run continues (its workers and aggregates,
+    on machines that share nothing live): named by the spec and the run's start commit, so
+    each job works it out alone and all their spans are one trace. Its parent span stands for
+    the run as a whole and is never sent itself."""
+    digest = hashlib.sha256(f"agentrun run {spec_id} {start_commit}".encode()).hexdigest()
+    return f"00-{digest[:32]}-{digest[32:48]}-01"
 
 
 def audit_trace(specs: list[str], model: Callable[[], tuple[str, str]]) -> AuditTrace | None:
     """`agentrun audit`'s trace of the specs it audits (`model`: their provider and model,
     asked when the first needs them), or None when tracing is off."""
-    if not configured():
+    if not configured() or _spans() is None:
         return None
-    spans = _spans()
-    return spans.AuditTrace(specs, model) if spans else None
+    from agentrun.telemetry.audit import AuditTrace
+
+    return AuditTrace(specs, model)
 
 
 def worker_trace(traceparent: str | None, *, batch: str, provider: str, model: str,

@@ -4,18 +4,16 @@
 group's worker (from the moment its worktree is made to its verified result), each merge,
 integration check, fix and the review, with the reviewer's model and tool calls. `WorkerTrace`
 consumes a worker's progress events, in the worker's process: each attempt, model call, tool
-call, validation and set-up, as children of the group's span. `AuditTrace` is `agentrun
-audit`'s: a span per spec audited, with the auditor's model and tool calls. Spans that other
-spans hang under start when their start event comes; the others are made when they end, from
-the start time the event carries (`started`), so no span waits on anything but the events.
+call, validation and set-up, as children of the group's span (`AuditTrace`, audit.py, is
+`agentrun audit`'s). Spans that other spans hang under start when their start event comes;
+the others are made when they end, from the start time the event carries (`started`), so no
+span waits on anything but the events.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
@@ -30,7 +28,6 @@ from agentrun.core.events import (
     BaseCheckStartEvent,
     BaseEvent,
     DoneEvent,
-    EventSink,
     FixDoneEvent,
     FixStartEvent,
     IntegrationFailedEvent,
@@ -99,7 +96,7 @@ def _usage(event: StepEvent | ReviewStepEvent) -> dict[str, Any]:
             "gen_ai.usage.cache_creation.input_tokens": usage and usage.cache_write_tokens}
 
 
-class _Spans:
+class Spans:
     """What both traces share: the tracer, open spans by key, and spans made whole."""
 
     def __init__(self) -> None:
@@ -155,7 +152,7 @@ class _Spans:
         self.pipe.flush()
 
 
-def _chat(spans: _Spans, parent: Span | Context | None, event: StepEvent | ReviewStepEvent,
+def chat_span(spans: Spans, parent: Span | Context | None, event: StepEvent | ReviewStepEvent,
           provider: str, model: str, **attrs: Any) -> None:
     """One model call (`gen_ai.operation.name` chat)."""
     spans.whole(f"chat {model}".strip(), parent, event, SpanKind.CLIENT,
@@ -164,19 +161,21 @@ def _chat(spans: _Spans, parent: Span | Context | None, event: StepEvent | Revie
                 **_usage(event), **attrs)
 
 
-def _tool(spans: _Spans, parent: Span | Context | None,
+def tool_span(spans: Spans, parent: Span | Context | None,
           event: ToolEvent | ReviewToolEvent) -> None:
     name = event.name or "tool"
     spans.whole(f"execute_tool {name}", parent, event, failed=event.error,
                 gen_ai__operation__name="execute_tool", gen_ai__tool__name=name)
 
 
-class RunTrace(_Spans):
+class RunTrace(Spans):
     """The orchestrator's side: one trace per run, its root the run itself."""
 
-    def __init__(self, run_id: str, spec_id: str, mode: str) -> None:
+    def __init__(self, run_id: str, spec_id: str, mode: str, parent: str | None = None) -> None:
         super().__init__()
-        self.root = self.start(("run",), f"agentrun run {spec_id}", None,
+        self.spec_id = spec_id
+        self.root = self.start(("run",), f"agentrun run {spec_id}",
+                               _PROPAGATOR.extract({"traceparent": parent}) if parent else None,
                                agentrun__run_id=run_id, agentrun__spec=spec_id,
                                agentrun__mode=mode)
         self.trace_id = format(self.root.get_span_context().trace_id, "032x")
@@ -214,6 +213,9 @@ class RunTrace(_Spans):
             case RunStartEvent():
                 self.root.set_attributes(_attrs(agentrun__waves=e.waves,
                                                 agentrun__sandbox=e.sandbox))
+                if e.aggregate_wave:  # a CI aggregate: one job of the run
+                    self.root.update_name(f"agentrun aggregate {self.spec_id} wave "
+                                          f"{e.aggregate_wave}")
             case WaveStartEvent():
                 self.waves[e.wave] = self.start(("wave", e.wave), f"wave {e.wave}", self.root,
                                                 t, agentrun__wave=e.wave,
@@ -252,10 +254,10 @@ class RunTrace(_Spans):
                            "invoke_agent", gen_ai__agent__name="code-reviewer",
                            gen_ai__request__model=self.model)
             case ReviewStepEvent() if e.started is not None:
-                _chat(self, self.open.get(("review",)) or self.root, e, self.provider,
+                chat_span(self, self.open.get(("review",)) or self.root, e, self.provider,
                       self.model)
             case ReviewToolEvent():
-                _tool(self, self.open.get(("review",)) or self.root, e)
+                tool_span(self, self.open.get(("review",)) or self.root, e)
             case ReviewDoneEvent():
                 self.end(("review",), t, failed=e.result != "APPROVED",
                          why=e.error or e.result, agentrun__result=e.result,
@@ -285,7 +287,7 @@ class RunTrace(_Spans):
         self.end_trace(("run",), when, failed, why)
 
 
-class WorkerTrace(_Spans):
+class WorkerTrace(Spans):
     """A worker's side: its attempts and everything in them, under its group's span."""
 
     def __init__(self, traceparent: str, *, batch: str, provider: str, model: str,
@@ -327,10 +329,10 @@ class WorkerTrace(_Spans):
                          why=e.error, agentrun__status=e.status,
                          agentrun__stop_reason=e.stop_reason, agentrun__retry=e.retry)
             case StepEvent() if e.started is not None:
-                _chat(self, self._attempt(), e, self.provider, self.model,
+                chat_span(self, self._attempt(), e, self.provider, self.model,
                       agentrun__step=e.step)
             case ToolEvent():
-                _tool(self, self._attempt(), e)
+                tool_span(self, self._attempt(), e)
             case ValidationEvent():
                 self.whole("validation", self._attempt(), e, failed=not e.ok,
                            agentrun__condition=e.condition)
@@ -344,55 +346,3 @@ class WorkerTrace(_Spans):
         self.close_all(failed)
         self.pipe.flush(WORKER_FLUSH_S)
 
-
-class AuditTrace(_Spans):
-    """`agentrun audit`'s side: one trace per command, its root the audit, one span per spec
-    audited (the auditor's attempts' model and tool calls inside it). Specs are audited in
-    threads of their own: every span change holds one lock."""
-
-    def __init__(self, specs: list[str], model: Callable[[], tuple[str, str]]) -> None:
-        super().__init__()
-        self.lock = threading.Lock()
-        self._model = model  # (provider, model): resolved when a spec first needs the model
-        self.provider = self.model = ""
-        name = f"agentrun audit {specs[0]}" if len(specs) == 1 else "agentrun audit"
-        self.root = self.start(("audit",), name, None, agentrun__specs=specs)
-        self.trace_id = format(self.root.get_span_context().trace_id, "032x")
-        self.closed = False
-
-    def _spec(self, spec_id: str) -> Span:
-        if not self.model:
-            with contextlib.suppress(Exception):  # no model: a spec judged without one
-                self.provider, self.model = self._model()
-        return self.open.get(("spec", spec_id)) or self.start(
-            ("spec", spec_id), f"audit {spec_id}", self.root,
-            gen_ai__operation__name="invoke_agent", gen_ai__agent__name="spec-auditor",
-            gen_ai__request__model=self.model, gen_ai__provider__name=self.provider,
-            agentrun__spec=spec_id)
-
-    def sink(self, spec_id: str) -> EventSink:
-        """Where the auditor of `spec_id` says its progress."""
-        def on_event(e: BaseEvent) -> None:
-            with contextlib.suppress(Exception), self.lock:  # a trace never breaks the audit
-                match e:
-                    case StepEvent() if e.started is not None:
-                        _chat(self, self._spec(spec_id), e, self.provider, self.model,
-                              agentrun__step=e.step)
-                    case ToolEvent():
-                        _tool(self, self._spec(spec_id), e)
-        return on_event
-
-    def spec_done(self, spec_id: str, status: str, tokens: int, error: str | None) -> None:
-        """The verdict on `spec_id` (a spec judged without the model gets its span too)."""
-        with contextlib.suppress(Exception), self.lock:
-            self._spec(spec_id)
-            self.end(("spec", spec_id), failed=error is not None, why=error,
-                     agentrun__status=status, agentrun__tokens=tokens, agentrun__error=error)
-
-    def close(self, failed: bool) -> None:
-        """End the audit's spans, then push them out, waiting a bounded time."""
-        with self.lock:
-            if self.closed:
-                return
-            self.closed = True
-            self.end_trace(("audit",), failed=failed)
