@@ -6,7 +6,6 @@ that prints gigabytes must not exhaust the worker, so only the two ends are kept
 
 from __future__ import annotations
 
-import io
 import os
 import select
 import threading
@@ -53,14 +52,12 @@ class Capture:
         return (head_text[:keep_head] + _marker(cut)
                 + (tail_text[-keep_tail:] if keep_tail else ""))
 
-    def pump(self, stream: io.BufferedIOBase,
-             on_chunk: Callable[[bytes], None] | None = None) -> None:
-        """Read `stream` to its end (run in a thread of its own), showing each chunk to
+    def pump(self, fd: int, on_chunk: Callable[[bytes], None] | None = None) -> None:
+        """Read the pipe `fd` to its end (run in a thread of its own), showing each chunk to
         `on_chunk` as it arrives. `catch_up` may read for it from another thread meanwhile:
         each read and the `on_chunk` of what it read happen under one lock, so every chunk
         is shown once, in order."""
         try:
-            fd = stream.fileno()
             os.set_blocking(fd, False)
             waiting = select.poll()
             waiting.register(fd, select.POLLIN)

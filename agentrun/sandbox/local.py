@@ -46,17 +46,29 @@ class LocalSandbox:
         capture = Capture(keep=cap * 4)
         started = time.monotonic()
         kills = self._kills
-        proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), start_new_session=True,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT)
+        # the output pipe is made first, so that a follower can catch up from the command's
+        # first byte on
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(read_fd, False)
+        follower = on_output if isinstance(on_output, OutputFollower) else None
+        if follower is not None:
+            follower.attach(lambda: capture.catch_up(read_fd, follower))
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), start_new_session=True,
+                                    stdin=subprocess.DEVNULL, stdout=write_fd,
+                                    stderr=subprocess.STDOUT)
+        except BaseException:
+            if follower is not None:
+                follower.attach(None)
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)  # the command holds its own copy: its end ends the output
         self._running.add(proc.pid)
         if self._kills != kills:  # kill_all ran while this command was starting
             _kill_group(proc.pid, self._kill_signal)
         self._notify("spawn", proc.pid)
-        reader = threading.Thread(target=capture.pump, args=(proc.stdout, on_output), daemon=True)
-        if isinstance(on_output, OutputFollower) and proc.stdout is not None:
-            fd = proc.stdout.fileno()
-            on_output.attach(lambda: capture.catch_up(fd, on_output))
+        reader = threading.Thread(target=capture.pump, args=(read_fd, on_output), daemon=True)
         reader.start()
         timed_out = False
         try:
@@ -69,14 +81,14 @@ class LocalSandbox:
             _kill_group(proc.pid, signal.SIGKILL)
             raise
         finally:
-            if isinstance(on_output, OutputFollower):
-                on_output.attach(None)
+            if follower is not None:
+                follower.attach(None)
             proc.wait()
             self._running.discard(proc.pid)
             self._notify("spawn_end", proc.pid)
             reader.join(READER_JOIN_S)
-            if not reader.is_alive() and proc.stdout:
-                proc.stdout.close()
+            if not reader.is_alive():
+                os.close(read_fd)
         return CommandResult(exit_code=None if timed_out else proc.returncode,
                              output=capture.text(cap, redact), timed_out=timed_out,
                              duration_s=time.monotonic() - started)
