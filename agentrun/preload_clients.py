@@ -1,24 +1,20 @@
-"""The worker pool's server's last preload: one throwaway client of each SDK it imported.
+"""The worker pool's server's last preload: one model call through each SDK adapter it
+imported, answered in memory (agentrun/providers/warm_up.py).
 
-Building a client imports what the SDKs load lazily (their HTTP stack, the TLS trust store):
-done here once, it is inherited by every worker instead of costing each one's first model
-call. No request is made and no key is involved; the client is dropped at once.
+What the call makes lazily (the TLS context, the reply types' schemas, the SDK's tracing
+helpers) and the host name codec a connection would import are then inherited by every worker
+instead of costing each one's first model call.
 """
 
 from __future__ import annotations
 
 import contextlib
+import encodings.idna  # noqa: F401 - opening a connection encodes its host name with it
 import sys
 
-if "anthropic" in sys.modules:
-    with contextlib.suppress(Exception):  # a preload must never keep workers from starting
-        import anthropic
+from agentrun.providers.warm_up import ADAPTERS, warm_up
 
-        anthropic.Anthropic(api_key="preload", base_url="http://127.0.0.1:9",
-                            max_retries=0).close()
-if "openai" in sys.modules:
-    with contextlib.suppress(Exception):
-        import openai
-
-        openai.OpenAI(api_key="preload", base_url="http://127.0.0.1:9/v1",
-                      max_retries=0).close()
+for _name in ADAPTERS:
+    if _name in sys.modules:
+        with contextlib.suppress(Exception):  # a preload must never keep workers from starting
+            warm_up(_name)

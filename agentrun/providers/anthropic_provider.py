@@ -19,6 +19,7 @@ from agentrun.core.secrets import public_url, url_secrets
 from agentrun.core.usage import Usage
 from agentrun.providers.base import Message, Request, ToolCall, Turn
 from agentrun.providers.errors import MalformedResponse, NotConfigured
+from agentrun.providers.http import http_client
 from agentrun.providers.sdk_errors import ErrorContext, classify, invalid_response
 from agentrun.providers.urls import sdk_endpoint
 
@@ -46,8 +47,8 @@ class AnthropicProvider:
     name = "anthropic"
 
     def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
-                 timeout: float = 600.0,
-                 env: Mapping[str, str] | None = None) -> None:
+                 timeout: float = 600.0, env: Mapping[str, str] | None = None,
+                 http_transport: Any = None) -> None:
         env = os.environ if env is None else env
         key = api_key or env.get(KEY_VAR)
         if not key:
@@ -57,6 +58,7 @@ class AnthropicProvider:
         self.base_url = base_url or env.get(BASE_URL_VAR) or None
         self.timeout = timeout
         self._api_key = key
+        self._transport = http_transport  # answers instead of the network (providers/http.py)
         self._client: Any = None
         self._sdk: Any = None
         self._lock = threading.Lock()
@@ -74,9 +76,11 @@ class AnthropicProvider:
                 import anthropic
 
                 self._sdk = anthropic
+                http = http_client(anthropic, self._transport)
                 self._client = anthropic.Anthropic(
                     api_key=self._api_key, **sdk_endpoint(self.base_url),
-                    max_retries=0, timeout=self.timeout)  # retries: agent/modelcall.py
+                    max_retries=0, timeout=self.timeout,  # retries: agent/modelcall.py
+                    **({} if http is None else {"http_client": http}))
             return self._client
 
     def complete(self, request: Request) -> Turn:

@@ -17,6 +17,7 @@ from agentrun.core.secrets import public_url, url_secrets
 from agentrun.core.usage import Usage
 from agentrun.providers.base import Message, Request, ToolCall, Turn
 from agentrun.providers.errors import MalformedResponse, NotConfigured
+from agentrun.providers.http import http_client
 from agentrun.providers.sdk_errors import ErrorContext, classify, invalid_response
 from agentrun.providers.tokens import estimate_request, estimate_tokens
 from agentrun.providers.urls import sdk_endpoint
@@ -34,8 +35,8 @@ class OpenAIProvider:
     name = "openai"
 
     def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
-                 timeout: float = 600.0,
-                 env: Mapping[str, str] | None = None) -> None:
+                 timeout: float = 600.0, env: Mapping[str, str] | None = None,
+                 http_transport: Any = None) -> None:
         env = os.environ if env is None else env
         self.base_url = base_url or env.get(BASE_URL_VAR) or None
         key = api_key or env.get(KEY_VAR) or (PLACEHOLDER_KEY if self.base_url else None)
@@ -46,6 +47,7 @@ class OpenAIProvider:
         self.model = model
         self.timeout = timeout
         self._api_key = key
+        self._transport = http_transport  # answers instead of the network (providers/http.py)
         self._client: Any = None
         self._sdk: Any = None
         self._lock = threading.Lock()
@@ -69,9 +71,11 @@ class OpenAIProvider:
                 import openai
 
                 self._sdk = openai
+                http = http_client(openai, self._transport)
                 self._client = openai.OpenAI(
                     api_key=self._api_key, **sdk_endpoint(self.base_url),
-                    max_retries=0, timeout=self.timeout)  # retries: agent/modelcall.py
+                    max_retries=0, timeout=self.timeout,  # retries: agent/modelcall.py
+                    **({} if http is None else {"http_client": http}))
             return self._client
 
     def complete(self, request: Request) -> Turn:
