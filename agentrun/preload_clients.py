@@ -12,9 +12,11 @@ import contextlib
 import encodings.idna  # noqa: F401 - opening a connection encodes its host name with it
 import sys
 
+from agentrun import preload_sandbox
 from agentrun.providers.warm_up import ADAPTERS, warm_up
 
 for _name in ADAPTERS:
     if _name in sys.modules:
         with contextlib.suppress(Exception):  # a preload must never keep workers from starting
             warm_up(_name)
+preload_sandbox.wait()  # the first preload's question, answered before any fork

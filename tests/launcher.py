@@ -35,7 +35,10 @@ from pathlib import Path
 
 _STARTUP_PREFIXES = ("PYTHON", "LC_")
 _STARTUP_NAMES = {"LANG", "TZ"}
-_NOT_PRELOADED = ("agentrun.__main__", "agentrun.preload")  # a script; worker-pool set-up
+# a script; the worker pool's set-up (which asks, once, whether bubblewrap works: a cached
+# answer would hide a test's own PATH)
+_NOT_PRELOADED = ("agentrun.__main__", "agentrun.preload", "agentrun.preload_sandbox",
+                  "agentrun.preload_clients")
 
 
 # --- the launcher process -------------------------------------------------------------------

@@ -132,7 +132,7 @@ def test_a_workers_progress_file_is_read_as_untrusted(tmp_path):
     events, as this worker's; any other line is dropped, the first said as a warning."""
     from types import SimpleNamespace
 
-    from agentrun.run.backends import ProcessHandle
+    from agentrun.run.process_backend import ProcessHandle
 
     path = tmp_path / "progress.ndjson"
     good = ev.StepEvent(step=1, tool="read_file", tokens=12, usage=ev.UsageCounts(input_tokens=12))

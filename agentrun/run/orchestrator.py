@@ -38,17 +38,13 @@ from agentrun.report.execution_state import RunState, load_state, state_path
 from agentrun.run import ending, scheduler
 from agentrun.run.adopt import Adopter
 from agentrun.run.assignment import batch_branch, make_assignment, ref_safe
-from agentrun.run.backends import (
-    InProcessBackend,
-    ProcessBackend,
-    WorkerBackend,
-    assignment_file,
-)
+from agentrun.run.backends import InProcessBackend, WorkerBackend, assignment_file
 from agentrun.run.integration import Integration, IntegrationChecker, sandbox_factory
 from agentrun.run.land import Lander
 from agentrun.run.leftovers import sweep
 from agentrun.run.options import RunOptions
 from agentrun.run.own_files import commit_message, commit_own_changes
+from agentrun.run.process_backend import ProcessBackend
 from agentrun.run.ratelimit import RateLimitStop
 from agentrun.run.record import Recorder, control_dir, new_run_id
 from agentrun.run.review_step import ReviewStep

@@ -4,7 +4,7 @@ Workers are separate OS processes started from a multiprocessing forkserver whos
 already imported the worker code and the provider's SDK, so each worker after the first starts
 in milliseconds instead of paying the SDK import again. Each worker makes itself a process-group
 leader, so stopping it also stops every command it started. If processes cannot be started at
-all, the pool says so and `backends.ProcessBackend` runs the batches in-process, one after
+all, the pool says so and `process_backend.ProcessBackend` runs the batches in-process, one after
 another.
 """
 
@@ -30,6 +30,8 @@ _CONTEXT: Context | None = None
 _CONTEXT_LOCK = threading.Lock()
 _AT_EXIT = False  # shut_down is registered to run at exit
 _STOPPED = threading.Event()  # shut_down was called since the last warm-up
+_WARMING = False  # a warm-up was started: a worker start may wait for the server's imports
+_READY = threading.Event()  # the warm-up is over: the server has preloaded (or failed to)
 
 
 def _context(provider: str) -> Context:
@@ -44,7 +46,8 @@ def _make_context(provider: str) -> Context:
         ctx: Context
         if "forkserver" in multiprocessing.get_all_start_methods():
             ctx = multiprocessing.get_context("forkserver")
-            preload = ["agentrun.preload", __name__, *preload_modules(provider),
+            preload = ["agentrun.preload_sandbox", "agentrun.preload", __name__,
+                       *preload_modules(provider),
                        *telemetry.preload_modules(),  # tracing on: its SDK too
                        "agentrun.preload_clients"]  # what the SDK loads for a client
             ctx.set_forkserver_preload(preload)
@@ -110,21 +113,40 @@ def warm_up(provider: str) -> None:
     the run's checks and commit, the base check and the first worktrees. A command that stops
     before any worker starts stops the server on its way out (`shut_down`).
     """
-    global _AT_EXIT
+    global _AT_EXIT, _WARMING
     if not _AT_EXIT:
         _AT_EXIT = True
         atexit.register(shut_down)
     _STOPPED.clear()
+    if not _READY.is_set():
+        _WARMING = True
 
     def start() -> None:
-        ctx = _context(provider)
-        if ctx.get_start_method() == "forkserver" and not _STOPPED.is_set():
-            from multiprocessing import forkserver
+        try:
+            ctx = _context(provider)
+            if ctx.get_start_method() == "forkserver" and not _STOPPED.is_set():
+                from multiprocessing import forkserver
 
-            with contextlib.suppress(Exception):
-                forkserver.ensure_running()
+                with contextlib.suppress(Exception):
+                    forkserver.ensure_running()
+                    # the server answers only once its preloads are done: a process that
+                    # does nothing says when that is
+                    probe = ctx.Process(target=_ready_probe, name="agentrun-pool-ready")
+                    probe.start()
+                    probe.join()
+        finally:
+            _READY.set()
 
     threading.Thread(target=start, name="agentrun-forkserver-warm-up", daemon=True).start()
+
+
+def ready() -> bool:
+    """Whether a worker would start now, rather than wait for the server's imports."""
+    return not _WARMING or _READY.is_set()
+
+
+def _ready_probe() -> None:
+    """The warm-up's process: it only shows that the server has started one."""
 
 
 def shut_down() -> None:
