@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import encodings.idna  # noqa: F401 - opening a connection encodes its host name with it
+import gc
 import sys
 
 from agentrun import preload_sandbox
@@ -20,3 +21,4 @@ for _name in ADAPTERS:
         with contextlib.suppress(Exception):  # a preload must never keep workers from starting
             warm_up(_name)
 preload_sandbox.wait()  # the first preload's question, answered before any fork
+gc.freeze()  # what the server holds now is the workers' inheritance: no collection walks it

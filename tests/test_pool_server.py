@@ -43,3 +43,43 @@ def test_a_connection_without_a_request_does_not_stop_the_worker_server():
     assert poked_while_a_worker_runs() == "exit 255"
     # agentrun's (what the pool preloads) goes on: the worker ends as it did
     assert poked_while_a_worker_runs("agentrun.preload") == "exit 0"
+
+
+# imports what the pool's server preloads, in its order, and reports the collector's state
+PRELOADED = textwrap.dedent("""
+    import gc, importlib, sys
+    for name in sys.argv[1:]:
+        importlib.import_module(name)
+    print(gc.isenabled(), gc.get_freeze_count() > 10_000)
+""")
+
+
+def test_the_server_preloads_with_the_collector_off_and_freezes_what_it_holds():
+    from agentrun.run import pool
+
+    preload = pool._preload_list("openai")  # noqa: SLF001 - the server's own list
+    assert preload[0] == "agentrun.preload_sandbox" and preload[-1] == "agentrun.preload_clients"
+    state = subprocess.run([sys.executable, "-c", PRELOADED, *preload], capture_output=True,
+                           text=True, timeout=120, check=True).stdout.split()
+    assert state == ["False", "True"]
+    # the control: the same imports without the first and last preloads leave it as it was
+    state = subprocess.run([sys.executable, "-c", PRELOADED, *preload[1:-1]],
+                           capture_output=True, text=True, timeout=120, check=True).stdout.split()
+    assert state == ["True", "False"]
+
+
+def test_a_worker_runs_with_the_collector_on(monkeypatch):
+    import gc
+
+    import agentrun.worker
+    from agentrun.run import pool
+
+    seen = []
+    monkeypatch.setattr(agentrun.worker, "process_main", lambda _path: seen.append(gc.isenabled()))
+    was = gc.isenabled()
+    gc.disable()  # as in the server
+    try:
+        pool._worker_main("assignment.json")  # noqa: SLF001 - a worker process's entry point
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [True]

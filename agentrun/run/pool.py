@@ -46,15 +46,19 @@ def _make_context(provider: str) -> Context:
         ctx: Context
         if "forkserver" in multiprocessing.get_all_start_methods():
             ctx = multiprocessing.get_context("forkserver")
-            preload = ["agentrun.preload_sandbox", "agentrun.preload", __name__,
-                       *preload_modules(provider),
-                       *telemetry.preload_modules(),  # tracing on: its SDK too
-                       "agentrun.preload_clients"]  # what the SDK loads for a client
-            ctx.set_forkserver_preload(preload)
+            ctx.set_forkserver_preload(_preload_list(provider))
         else:
             ctx = multiprocessing.get_context("spawn")
         _CONTEXT = ctx
     return _CONTEXT
+
+
+def _preload_list(provider: str) -> list[str]:
+    """What the server imports, in order: first and last the set-up around the imports."""
+    return ["agentrun.preload_sandbox", "agentrun.preload", __name__,
+            *preload_modules(provider),
+            *telemetry.preload_modules(),  # tracing on: its SDK too
+            "agentrun.preload_clients"]  # one call through the SDK, answered in memory
 
 
 @dataclass
@@ -169,6 +173,9 @@ def _worker_main(assignment_path: str) -> None:
     """A worker process's entry point. The worker code is imported here, not by this module:
     the server has it preloaded, and the orchestrator, which only starts workers, then
     starts the server without importing it first."""
+    import gc
+
+    gc.enable()  # the server preloads with it off, and froze what it holds (preload_sandbox.py)
     from agentrun.worker import process_main
 
     process_main(assignment_path)
