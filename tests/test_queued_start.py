@@ -5,6 +5,7 @@ without starting, its groups failed with the reason."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -20,6 +21,7 @@ from agentrun.run import pool
 from agentrun.run.backends import FinishedHandle, delivery, failed_result
 from agentrun.run.execute import execute
 from agentrun.run.process_backend import ProcessBackend, QueuedHandle
+from agentrun.run.verify import Delivery
 
 
 def assignment(tmp_path: Path, batch: str) -> Assignment:
@@ -75,7 +77,8 @@ def test_a_wave_is_prepared_during_the_wait_and_started_when_the_server_is_ready
                       verify=lambda d: d.result, on_result=lambda _r: None,
                       not_started=lambda _b: None)
     assert sorted(results) == ["G1", "G2", "G3"]
-    # every worktree and assignment came before the first process; each process started once
+    # every worktree and assignment came before the first process (the run waited on the
+    # pool's one descriptor for all three); each process started once
     assert steps[:3] == ["prepare G1", "prepare G2", "prepare G3"]
     assert sorted(steps[3:]) == ["start G1", "start G2", "start G3"]
 
@@ -142,23 +145,85 @@ def test_a_started_worker_is_stopped_and_killed_as_a_process(
 
 
 READY = textwrap.dedent("""
-    import time
+    import select
     from agentrun.run import pool
 
     if __name__ == "__main__":
-        before = pool.ready()  # nothing to wait for yet
+        before = pool.ready(), pool.ready_fd()  # nothing to wait for yet
         pool.warm_up("scripted")
         during = pool.ready()  # the server is importing the worker code
-        deadline = time.monotonic() + 60
-        while not pool.ready() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        fd = pool.ready_fd()
+        readable, _, _ = select.select([fd], [], [], 60)  # wakes when the server is ready
         from multiprocessing import forkserver
         alive = forkserver._forkserver._forkserver_pid is not None
-        print(before, during, pool.ready(), alive)
+        print(*before, during, readable == [fd] and pool.ready(), alive,
+              pool.ready_fd() is None)
 """)
 
 
 def test_the_pool_is_ready_once_its_server_has_preloaded() -> None:
     out = subprocess.run([sys.executable, "-c", READY], capture_output=True, text=True,
                          timeout=120, check=True).stdout.split()
-    assert out == ["True", "False", "True", "True"]
+    assert out == ["True", "None", "False", "True", "True", "True"]
+
+
+class Ends:
+    """A worker that ends when its pipe is written: `poll` says so only after that."""
+
+    batch = "G1"
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.read, self.write = os.pipe()
+        self.polls = 0
+        self.assignment = assignment(tmp_path, "G1")
+
+    @property
+    def sentinel(self) -> int:
+        return self.read
+
+    def poll(self) -> bool:
+        self.polls += 1
+        if self.polls == 3:
+            os.write(self.write, b"x")  # the worker ends between this poll and the next
+            return False
+        return self.polls > 3
+
+    def stop(self) -> None:
+        pass
+
+    def kill(self, reason: StopReason) -> None:
+        pass
+
+    def result(self) -> Delivery:
+        return delivery(self.assignment, failed_result(self.assignment, StopReason.ERROR, "x"))
+
+
+def test_the_run_waits_on_its_workers_rather_than_sleeping(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    handle = Ends(tmp_path)
+
+    class Backend:
+        sequential = False
+
+        def start(self, batch: Batch, base: str) -> Ends:
+            return handle
+
+        def warm_up(self) -> None:
+            pass
+
+    waited: list[tuple[list[int], float | None]] = []
+
+    def wait(fds: list[int], timeout: float | None = None) -> list[int]:
+        waited.append((list(fds), timeout))
+        return real_wait(fds, timeout)
+
+    from agentrun.run import execute as module
+
+    real_wait = module.wait
+    monkeypatch.setattr(module, "wait", wait)
+    monkeypatch.setattr(module.time, "sleep", lambda _s: pytest.fail("slept with a sentinel"))
+    results = execute([Batch(id="G1", groups=["G1"])], "base", Backend(), max_parallel=None,
+                      cancel=threading.Event(), verify=lambda d: d.result,
+                      on_result=lambda _r: None, not_started=lambda _b: None)
+    assert list(results) == ["G1"] and handle.polls == 4
+    assert waited and all(fds == [handle.read] for fds, _ in waited)

@@ -34,6 +34,11 @@ Prepare = Callable[[Batch, str], Assignment]
 class WorkerHandle(Protocol):
     batch: str
 
+    @property
+    def sentinel(self) -> int | None:
+        """A file descriptor that becomes readable when `poll` has news (the worker ended, or
+        its process can start now), for the run to wait on; None: poll it every so often."""
+
     def poll(self) -> bool:
         """Relay progress and enforce limits; True once the worker has ended."""
 
@@ -110,6 +115,8 @@ def failed_result(assignment: Assignment, stop: StopReason, error: str,
 
 class FinishedHandle:
     """A worker that has already ended (in-process workers run to completion on start)."""
+
+    sentinel = None  # nothing to wait for
 
     def __init__(self, batch: str, delivered: Delivery) -> None:
         self.batch = batch

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from multiprocessing.connection import wait
 from typing import Protocol
 
 from agentrun.core.results import WorkerResult
@@ -44,6 +45,17 @@ class AnyGate:
             gate.tend(running)
 
 
+def nap(handles: Iterable[WorkerHandle]) -> None:
+    """Until a handle has news (a worker process ended, a queued one can start) or `POLL_S`
+    passed, whichever comes first: a result is collected the moment its worker ends."""
+    # a set: the workers queued for the pool's server all wait on its one descriptor
+    fds = list({fd for handle in handles if (fd := handle.sentinel) is not None})
+    if fds:
+        wait(fds, timeout=POLL_S)
+    else:
+        time.sleep(POLL_S)
+
+
 def execute(batches: list[Batch], base: str, backend: WorkerBackend, *,
             max_parallel: int | None, cancel: threading.Event,
             verify: Callable[[Delivery], WorkerResult],
@@ -76,7 +88,7 @@ def execute(batches: list[Batch], base: str, backend: WorkerBackend, *,
                     on_result(results)
             limit = 1 if backend.sequential else wanted
             if running and (stopping or not (pending and len(running) < limit)):
-                time.sleep(POLL_S)
+                nap(running.values())
     except Exception:  # e.g. a full disk while recording: no worker runs on unwatched
         for handle in running.values():
             handle.kill(StopReason.INTERRUPTED)

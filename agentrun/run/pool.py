@@ -32,6 +32,7 @@ _AT_EXIT = False  # shut_down is registered to run at exit
 _STOPPED = threading.Event()  # shut_down was called since the last warm-up
 _WARMING = False  # a warm-up was started: a worker start may wait for the server's imports
 _READY = threading.Event()  # the warm-up is over: the server has preloaded (or failed to)
+_READY_PIPE: tuple[int, int] | None = None  # its read end turns readable then (`ready_fd`)
 
 
 def _context(provider: str) -> Context:
@@ -140,6 +141,9 @@ def warm_up(provider: str) -> None:
                     probe.join()
         finally:
             _READY.set()
+            if _READY_PIPE is not None:
+                with contextlib.suppress(OSError):
+                    os.write(_READY_PIPE[1], b"r")  # never read: it stays readable
 
     threading.Thread(target=start, name="agentrun-forkserver-warm-up", daemon=True).start()
 
@@ -147,6 +151,20 @@ def warm_up(provider: str) -> None:
 def ready() -> bool:
     """Whether a worker would start now, rather than wait for the server's imports."""
     return not _WARMING or _READY.is_set()
+
+
+def ready_fd() -> int | None:
+    """A file descriptor that turns readable once `ready()` is true, for waiting on it beside
+    workers' process sentinels; None when it is already."""
+    global _READY_PIPE
+    with _CONTEXT_LOCK:
+        if ready():
+            return None
+        if _READY_PIPE is None:
+            _READY_PIPE = os.pipe()
+            if _READY.is_set():  # turned ready meanwhile: the warm-up will not write again
+                os.write(_READY_PIPE[1], b"r")
+        return _READY_PIPE[0]
 
 
 def _ready_probe() -> None:

@@ -62,6 +62,10 @@ class ProcessHandle:
         self.commands: set[int] = set()  # process groups of the commands it runs (checked)
         self.dropped = 0  # progress lines that were not a progress event
 
+    @property
+    def sentinel(self) -> int | None:
+        return self.proc.process.sentinel  # readable once the process has ended
+
     def poll(self) -> bool:
         proc = self.proc
         self.relay_progress()
@@ -269,6 +273,12 @@ class QueuedHandle:
         self.cancel = cancel
         self.started: WorkerHandle | None = None
         self.ended: WorkerResult | None = None  # stopped before it started
+
+    @property
+    def sentinel(self) -> int | None:
+        if self.started is not None:
+            return self.started.sentinel
+        return pool.ready_fd() if self.ended is None else None
 
     def poll(self) -> bool:
         if self.started is None and self.ended is None:
