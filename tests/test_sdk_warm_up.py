@@ -89,3 +89,44 @@ def test_clients_share_one_tls_context_per_trust_setting(monkeypatch: pytest.Mon
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path))
     assert tls_context(library) is not shared
+
+
+def test_a_client_with_the_shared_tls_context_still_goes_through_the_proxy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared context changes nothing else: `HTTP(S)_PROXY` from the environment is still
+    honoured, as by the SDK's own client."""
+    import socketserver
+    import threading
+
+    from fake_model_server import anthropic_message_json
+
+    from agentrun.providers.anthropic_provider import AnthropicProvider
+    from agentrun.providers.base import Message, Request
+
+    seen: list[str] = []
+    body = json.dumps(anthropic_message_json(text="via the proxy")).encode()
+
+    class Proxy(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            seen.append(self.rfile.readline().decode().strip())  # the request line
+            length = 0
+            while (line := self.rfile.readline().strip()):
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            self.rfile.read(length)
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+                             + body)
+
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), Proxy) as proxy:
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.server_address[1]}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        provider = AnthropicProvider("m-1", api_key="k", base_url="http://models.invalid",
+                                     env={})
+        turn = provider.complete(Request(system="s", messages=[Message("user", "hi")]))
+        proxy.shutdown()
+    assert turn.text == "via the proxy"
+    assert seen == ["POST http://models.invalid/v1/messages HTTP/1.1"]
