@@ -115,8 +115,9 @@ def warm_up(provider: str) -> None:
     """Start the forkserver and its imports in the background, as soon as a run knows its
     provider. The first worker otherwise waits for the server to import the worker code and
     the SDK (0.5–2 s, more on a busy machine); started early, that overlaps with planning,
-    the run's checks and commit, the base check and the first worktrees. A command that stops
-    before any worker starts stops the server on its way out (`shut_down`).
+    the run's checks and commit, the base check and the first worktrees. `ready()` says when
+    the server has finished, and `ready_fd()` wakes whoever waits for that. A command that
+    stops before any worker starts stops the server on its way out (`shut_down`).
     """
     global _AT_EXIT, _WARMING
     if not _AT_EXIT:

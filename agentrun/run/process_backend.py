@@ -45,7 +45,6 @@ PROGRESS_CHUNK = 1024 * 1024  # of a worker's progress file read at once
 _MAX_ANCESTRY = 64  # how far up the parent chain a command's process may be from its worker
 
 
-
 class ProcessHandle:
     """A worker process: its progress relayed as events, its time limit enforced, and on
     cancel a graceful stop that becomes a kill after `TERM_GRACE_S`."""
