@@ -8,6 +8,7 @@ warning; tracing asked for without the extra installed is one warning too.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 
@@ -24,6 +25,15 @@ from agentrun.core import events as ev
 GROUPS = [("G1", [], "src/alpha.py"), ("G2", [], "src/beta.py"),
           ("G3", ["G1"], "src/gamma.py")]
 MODEL = "claude-sonnet-4-6"
+AUDIT_HISTORY = """
+## Audit History
+
+### Audit v1 (2026-11-20 10:00)
+**Status:** NEEDS_REVISION
+
+### Audit v2 (2026-11-21 09:30)
+**Status:** APPROVED
+"""
 
 
 class TracedModel(GroupModel):
@@ -50,6 +60,10 @@ def by_id(spans: list[ReceivedSpan]) -> dict[str, ReceivedSpan]:
 
 def test_one_trace_from_the_run_to_each_model_call_across_processes(tmp_path):
     root = make_project(tmp_path / "project", GROUPS)
+    spec_file = root / ".specflow" / "specs" / f"{SPEC}.md"
+    spec_file.write_text(spec_file.read_text() + AUDIT_HISTORY)
+    subprocess.run(["git", "commit", "-qam", "audited"], cwd=root, check=True)
+    spec_text = spec_file.read_text()  # as the run finds it
     with FakeModelServer(responder=TracedModel()) as server, OtlpReceiver() as collector:
         proc = agentrun("run", SPEC, "--provider", "anthropic", "--model", MODEL, "--yes",
                         "--json", "--validate", "true",
@@ -83,6 +97,12 @@ def test_one_trace_from_the_run_to_each_model_call_across_processes(tmp_path):
     assert root["agentrun.cost_usd"] == pytest.approx(result["cost_usd"]) and \
         result["cost_usd"] > 0
     assert [parent(s).name for s in named("base check")] == [root.name]
+    # the spec's audit, as the run found it: its status and its Audit History's entries
+    audit = named(f"audit {SPEC}")
+    assert len(audit) == 1 and parent(audit[0]) is root
+    assert (audit[0]["agentrun.audit.status"], audit[0]["agentrun.audited"]) == ("audited", True)
+    assert "status: audited" in spec_text
+    assert audit[0]["agentrun.audit.count"] == spec_text.count("### Audit v") == 2
     waves = {s.name: s for s in named("wave ")}
     assert set(waves) == {"wave 1", "wave 2"} and all(parent(w) is root for w in waves.values())
     groups = {s["agentrun.batch"]: s for s in named("group ")}

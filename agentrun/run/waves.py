@@ -34,6 +34,7 @@ from agentrun.run.ratelimit import RateLimitStop
 from agentrun.run.record import now_text
 from agentrun.run.spending import Spending
 from agentrun.run.verify import Delivery
+from agentrun.spec.writeback import next_audit_version
 
 
 class RunHost(ending.RunEnd, Protocol):
@@ -87,11 +88,18 @@ class Waves:
         orch.backend.warm_up()  # e.g. the worker processes' server imports while we check
         if check_base:
             orch.integration.check_base(self.state.base_commit, orch.options.allow_failing_base)
-        orch.record.emit(RunStartEvent(run_id=orch.run_id, spec=orch.spec.id,
+        spec = orch.spec
+        # the spec's audit, once a run (not in every CI aggregate); another tool's plan has none
+        audited = spec.source is None and aggregate_wave is None
+        orch.record.emit(RunStartEvent(run_id=orch.run_id, spec=spec.id,
                                        mode=orch.plan.mode, waves=len(orch.plan.waves),
                                        run_dir=str(orch.run_dir),
                                        sandbox=orch.options.sandbox_description,
-                                       aggregate_wave=aggregate_wave))
+                                       aggregate_wave=aggregate_wave,
+                                       audit_status=(spec.status or "unset") if audited
+                                       else None,
+                                       audits=next_audit_version(spec.text) - 1 if audited
+                                       else None))
         if self._next == 0:
             orch.record.save(progress=scheduler.wave_progress(1, len(orch.plan.waves)),
                              status="running")

@@ -1,8 +1,9 @@
 """The run's events as spans (GenAI semantic conventions for model and tool calls).
 
-`RunTrace` consumes the orchestrator's events: the run (root), the base check, each wave, each
-group's worker (from the moment its worktree is made to its verified result), each merge,
-integration check, fix and the review, with the reviewer's model and tool calls. `WorkerTrace`
+`RunTrace` consumes the orchestrator's events: the run (root), the spec's audit as the run
+found it (its status and how many audits it had), the base check, each wave, each group's
+worker (from the moment its worktree is made to its verified result), each merge, integration
+check, fix and the review, with the reviewer's model and tool calls. `WorkerTrace`
 consumes a worker's progress events, in the worker's process: each attempt, model call, tool
 call, validation and set-up, as children of the group's span (`AuditTrace`, audit.py, is
 `agentrun audit`'s). Spans that other spans hang under start when their start event comes;
@@ -213,6 +214,12 @@ class RunTrace(Spans):
             case RunStartEvent():
                 self.root.set_attributes(_attrs(agentrun__waves=e.waves,
                                                 agentrun__sandbox=e.sandbox))
+                if e.audit_status is not None:  # the run's audit gate: what it found
+                    self.start(("audit",), f"audit {self.spec_id}", self.root, t,
+                               agentrun__audit__status=e.audit_status,
+                               agentrun__audit__count=e.audits,
+                               agentrun__audited=e.audit_status.lower() == "audited")
+                    self.end(("audit",), t)
                 if e.aggregate_wave:  # a CI aggregate: one job of the run
                     self.root.update_name(f"agentrun aggregate {self.spec_id} wave "
                                           f"{e.aggregate_wave}")

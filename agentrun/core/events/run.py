@@ -61,6 +61,10 @@ class RunStartEvent(BaseEvent):
     run_dir: str
     sandbox: str | None = absent()  # a local run's
     aggregate_wave: str | None = absent()  # `agentrun aggregate`: the wave it aggregates
+    # the spec's audit as the run found it (a spec of agentrun's own format): its status and
+    # how many `### Audit vN` entries its Audit History holds
+    audit_status: str | None = absent()
+    audits: int | None = absent()
 
 
 class WaveStartEvent(WaveFields):
