@@ -161,17 +161,6 @@ def _checked(project: Project, spec: Spec, plan: Plan, flags: RunFlags,
     agent = worker_agent(project, plan)
     request = resolve_run(flags, config, agent_executor=agent.executor,
                           can_ask=ui.interactive)
-    cfg, unconfigured = run_provider_config(project, plan, flags)
-    if cfg.script:  # a bad script is bad input now, not once per worker after worktrees exist
-        from agentrun.providers.scripted import ScriptedProvider
-
-        ScriptedProvider.from_file(cfg.script)
-    if not (flags.dry_run or flags.sequential or unconfigured):
-        from agentrun.run import pool
-
-        # the worker processes' server imports the worker code and the SDK while the plan is
-        # summed up, checked (the sandbox too) and committed: the first worker then starts at once
-        pool.warm_up(cfg.provider)
     sandbox, choice = resolve_sandbox(request.sandbox_mode, request.allow_network,
                                       config.sandbox)
     if choice.fell_back:
@@ -182,6 +171,17 @@ def _checked(project: Project, spec: Spec, plan: Plan, flags: RunFlags,
         cap_note = process_cap_note(sandbox.limits.processes)
         if cap_note:
             warnings.append(cap_note)
+    cfg, unconfigured = run_provider_config(project, plan, flags)
+    if cfg.script:  # a bad script is bad input now, not once per worker after worktrees exist
+        from agentrun.providers.scripted import ScriptedProvider
+
+        ScriptedProvider.from_file(cfg.script)
+    if not (flags.dry_run or flags.sequential or unconfigured):
+        from agentrun.run import pool
+
+        # the worker processes' server imports the worker code and the SDK while the plan is
+        # summed up, checked and committed: the first worker then starts at once
+        pool.warm_up(cfg.provider)
     executor = choose_executor(request.executor, cfg.provider, flags.dry_run)
     if flags.record:
         from agentrun.providers.recording import reset_recording

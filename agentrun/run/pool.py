@@ -30,6 +30,7 @@ _CONTEXT: Context | None = None
 _CONTEXT_LOCK = threading.Lock()
 _AT_EXIT = False  # shut_down is registered to run at exit
 _STOPPED = threading.Event()  # shut_down was called since the last warm-up
+_STARTING = threading.Lock()  # held while a warm-up starts the server
 _WARMING = False  # a warm-up was started: a worker start may wait for the server's imports
 _READY = threading.Event()  # the warm-up is over: the server has preloaded (or failed to)
 _READY_PIPE: tuple[int, int] | None = None  # its read end turns readable then (`ready_fd`)
@@ -130,11 +131,15 @@ def warm_up(provider: str) -> None:
     def start() -> None:
         try:
             ctx = _context(provider)
-            if ctx.get_start_method() == "forkserver" and not _STOPPED.is_set():
+            if ctx.get_start_method() == "forkserver":
                 from multiprocessing import forkserver
 
+                with _STARTING:  # shut_down waits for a start under way, then kills it
+                    if _STOPPED.is_set():
+                        return
+                    with contextlib.suppress(Exception):
+                        forkserver.ensure_running()
                 with contextlib.suppress(Exception):
-                    forkserver.ensure_running()
                     # the server answers only once its preloads are done: a process that
                     # does nothing says when that is
                     probe = ctx.Process(target=_ready_probe, name="agentrun-pool-ready")
@@ -176,7 +181,8 @@ def shut_down() -> None:
     """Stop the forkserver now, so it does not hold the CLI's output pipes after exit. Its
     workers are over; it is killed rather than asked, since a server still importing (a run
     that stopped early) or tearing down a loaded SDK would hold the exit for seconds."""
-    _STOPPED.set()  # a warm-up still on its way starts nothing now
+    with _STARTING:  # a warm-up starting the server has started it (and it is killed below)
+        _STOPPED.set()  # a warm-up still on its way starts nothing now
     with contextlib.suppress(Exception):
         from multiprocessing import forkserver
 
