@@ -227,3 +227,45 @@ def test_the_run_waits_on_its_workers_rather_than_sleeping(
                       on_result=lambda _r: None, not_started=lambda _b: None)
     assert list(results) == ["G1"] and handle.polls == 4
     assert waited and all(fds == [handle.read] for fds, _ in waited)
+
+
+STOPPED_EARLY = textwrap.dedent("""
+    import os, time
+    from pathlib import Path
+    from agentrun.run import pool
+
+    def servers():
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                text = stat.read_text()
+                cmdline = (stat.parent / "cmdline").read_bytes()
+            except OSError:
+                continue
+            ppid = int(text[text.rfind(")") + 2:].split()[1])
+            if ppid == os.getpid() and b"forkserver" in cmdline:
+                found.append(stat.parent.name)
+        return found
+
+    if __name__ == "__main__":
+        started = left = 0
+        for delay in (0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3):
+            pool.warm_up("scripted")
+            time.sleep(delay)
+            pool.shut_down()  # as a run that stops early does on its way out
+            time.sleep(0.3)  # a server started behind shut_down's back would be up by now
+            left += len(servers())
+        pool.warm_up("scripted")  # the control: a warm-up left alone starts one
+        deadline = time.monotonic() + 60
+        while not servers() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = len(servers())
+        pool.shut_down()
+        print(left, started)
+""")
+
+
+def test_a_run_that_stops_early_leaves_no_worker_server_behind() -> None:
+    out = subprocess.run([sys.executable, "-c", STOPPED_EARLY], capture_output=True,
+                         text=True, timeout=120, check=True).stdout.split()
+    assert out == ["0", "1"]
