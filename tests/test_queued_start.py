@@ -121,7 +121,7 @@ def test_a_worker_stopped_before_the_server_is_ready_ends_without_starting(
     assert "before its worker process started" in (result.error or "")
 
 
-def test_a_started_worker_is_stopped_and_killed_as_a_process(
+def test_a_started_worker_is_stopped_and_killed_through_its_own_handle(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     server = Pool(monkeypatch)
     server.is_ready = True

@@ -47,9 +47,10 @@ def _openai(transport: Any) -> Provider:
     return OpenAIProvider("warm-up", api_key="warm-up", http_transport=transport, env={})
 
 
-ADAPTERS: dict[str, tuple[str, dict[str, Any], Callable[[Any], Provider]]] = {
-    "anthropic": ("agentrun.providers.anthropic_provider", ANTHROPIC_REPLY, _anthropic),
-    "openai": ("agentrun.providers.openai_provider", OPENAI_REPLY, _openai),
+# by SDK: its reply to the call, and its adapter answering through a transport
+ADAPTERS: dict[str, tuple[dict[str, Any], Callable[[Any], Provider]]] = {
+    "anthropic": (ANTHROPIC_REPLY, _anthropic),
+    "openai": (OPENAI_REPLY, _openai),
 }
 
 
@@ -58,13 +59,12 @@ def warm_up(sdk_name: str) -> bool:
     made; False if anything was missing (nothing is then inherited; the workers make their
     own, as without a warm-up)."""
     sdk = sys.modules.get(sdk_name)
-    adapter, reply, make = ADAPTERS[sdk_name]
+    reply, make = ADAPTERS[sdk_name]
     library = http_library(sdk) if sdk else None
     transport = memory_transport(sdk, reply) if sdk else None
-    if library is None or transport is None or adapter not in sys.modules:
+    if library is None or transport is None:
         return False
-    tls_context(library)
+    tls_context(library)  # the call itself goes through `transport`, not TLS
     request = Request(system="warm-up", messages=[Message("user", "warm-up")],
                       tools=[READ_FILE], max_tokens=16)
     return bool(make(transport).complete(request).tool_calls)
-

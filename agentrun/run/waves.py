@@ -90,16 +90,14 @@ class Waves:
             orch.integration.check_base(self.state.base_commit, orch.options.allow_failing_base)
         spec = orch.spec
         # the spec's audit, once a run (not in every CI aggregate); another tool's plan has none
-        audited = spec.source is None and aggregate_wave is None
+        status, audits = ((spec.status or "unset", next_audit_version(spec.text) - 1)
+                          if spec.source is None and aggregate_wave is None else (None, None))
         orch.record.emit(RunStartEvent(run_id=orch.run_id, spec=spec.id,
                                        mode=orch.plan.mode, waves=len(orch.plan.waves),
                                        run_dir=str(orch.run_dir),
                                        sandbox=orch.options.sandbox_description,
-                                       aggregate_wave=aggregate_wave,
-                                       audit_status=(spec.status or "unset") if audited
-                                       else None,
-                                       audits=next_audit_version(spec.text) - 1 if audited
-                                       else None))
+                                       aggregate_wave=aggregate_wave, audit_status=status,
+                                       audits=audits))
         if self._next == 0:
             orch.record.save(progress=scheduler.wave_progress(1, len(orch.plan.waves)),
                              status="running")
