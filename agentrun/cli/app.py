@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 from agentrun.core.errors import EXIT_INTERRUPTED, AgentrunError
@@ -108,8 +109,13 @@ def main(argv: list[str] | None = None) -> None:
     with contextlib.suppress(ValueError):  # not the main thread: the caller owns signals
         trap_signals()
     args = list(sys.argv[1:] if argv is None else argv)
+    early = _starts_workers(args)
     out = None
     try:
+        if early:  # the workers' server imports the worker code while the run is prepared
+            from agentrun.run import pool
+
+            pool.start()
         from agentrun.cli.output import Output, detect_mode, events_on_stderr
 
         out = Output(detect_mode("--json" in args), events_on_stderr=events_on_stderr(args))
@@ -122,7 +128,22 @@ def main(argv: list[str] | None = None) -> None:
             raise
         code = _interrupted(out, interrupt.name if isinstance(interrupt, Signalled)
                             else "SIGINT")
+    if early:  # the run is over, and so are its workers
+        from agentrun.run import pool
+
+        pool.shut_down()
     sys.exit(code)
+
+
+_NO_WORKERS = {"--help", "-h", "--dry-run", "--in-process"}
+
+
+def _starts_workers(args: list[str]) -> bool:
+    """Whether the command is a run that will start worker processes, told from its words
+    alone (so `-C DIR run` is not: the server would start elsewhere). A run that turns out to
+    start none stops the server it did not need."""
+    return (args[:1] == ["run"] and not _NO_WORKERS.intersection(args)
+            and threading.current_thread() is threading.main_thread())
 
 
 def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:

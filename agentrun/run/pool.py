@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrun import telemetry
+from agentrun.pool_handoff import Handoff
 from agentrun.providers.catalog import preload_modules
 
 Context = ForkServerContext | SpawnContext  # the start methods a worker process may use
@@ -34,15 +35,17 @@ _STARTING = threading.Lock()  # held while a warm-up starts the server
 _WARMING = False  # a warm-up was started: a worker start may wait for the server's imports
 _READY = threading.Event()  # the warm-up is over: the server has preloaded (or failed to)
 _READY_PIPE: tuple[int, int] | None = None  # its read end turns readable then (`ready_fd`)
+_HANDOFF: Handoff | None = None  # `start` started the server: the provider goes through this
 
 
-def _context(provider: str) -> Context:
-    """The forkserver context, with the worker code and this provider's SDK preloaded."""
+def _context(provider: str | None) -> Context:
+    """The forkserver context, with the worker code and this provider's SDK preloaded (None:
+    the SDK the run names later, `start`)."""
     with _CONTEXT_LOCK:
         return _CONTEXT or _make_context(provider)
 
 
-def _make_context(provider: str) -> Context:
+def _make_context(provider: str | None) -> Context:
     global _CONTEXT
     if _CONTEXT is None:
         ctx: Context
@@ -55,11 +58,13 @@ def _make_context(provider: str) -> Context:
     return _CONTEXT
 
 
-def _preload_list(provider: str) -> list[str]:
-    """What the server imports, in order: first and last the set-up around the imports."""
+def _preload_list(provider: str | None) -> list[str]:
+    """What the server imports, in order: first and last the set-up around the imports; the
+    provider's SDK after the worker code, or, not known yet, once the run names it."""
+    sdk = preload_modules(provider) if provider else ["agentrun.preload_provider"]
     return ["agentrun.preload_sandbox", "agentrun.preload", __name__,
-            *preload_modules(provider),
             *telemetry.preload_modules(),  # tracing on: its SDK too
+            *sdk,
             "agentrun.preload_clients"]  # one call through the SDK, answered in memory
 
 
@@ -112,21 +117,44 @@ class WorkerProcess:
         return self.process.exitcode
 
 
+def start() -> None:
+    """Start the server at once, before the run knows its provider: it imports the worker code
+    while the run loads its project, spec and plan, and the provider's SDK once `warm_up`
+    names it (agentrun/pool_handoff.py). The SDK's import, the longest part (`import anthropic`
+    is half a second), then begins the moment the run knows its provider, about 0.2 s earlier
+    than a server started then could begin it.
+    Called from the main thread, as the run's first step: the server's environment is set
+    around its start, with no other thread to read it meanwhile."""
+    global _HANDOFF
+    if _CONTEXT is not None or _HANDOFF is not None:  # a server is there, or being started
+        return
+    ctx = _context(None)
+    if ctx.get_start_method() != "forkserver":
+        return
+    _register_shut_down()
+    from multiprocessing import forkserver
+
+    _HANDOFF = Handoff()
+    with _STARTING, _HANDOFF.announced(), contextlib.suppress(Exception):
+        forkserver.ensure_running()
+
+
 def warm_up(provider: str) -> None:
     """Start the forkserver and its imports in the background, as soon as a run knows its
-    provider. The first worker otherwise waits for the server to import the worker code and
-    the SDK (0.5–2 s, more on a busy machine); started early, that overlaps with planning,
-    the run's checks and commit, the base check and the first worktrees. `ready()` says when
-    the server has finished, and `ready_fd()` wakes whoever waits for that. A command that
-    stops before any worker starts stops the server on its way out (`shut_down`).
+    provider, or name the provider to the server `start` started. The first worker otherwise
+    waits for the server to import the worker code and the SDK (0.5–2 s, more on a busy
+    machine); started early, that overlaps with planning, the run's checks and commit, the base
+    check and the first worktrees. `ready()` says when the server has finished, and `ready_fd()`
+    wakes whoever waits for that. A command that stops before any worker starts stops the
+    server on its way out (`shut_down`).
     """
-    global _AT_EXIT, _WARMING
-    if not _AT_EXIT:
-        _AT_EXIT = True
-        atexit.register(shut_down)
+    global _WARMING
+    _register_shut_down()
     _STOPPED.clear()
     if not _READY.is_set():
         _WARMING = True
+    if _HANDOFF is not None:
+        _HANDOFF.give(provider)
 
     def start() -> None:
         try:
@@ -137,14 +165,19 @@ def warm_up(provider: str) -> None:
                 with _STARTING:  # shut_down waits for a start under way, then kills it
                     if _STOPPED.is_set():
                         return
+                    if _HANDOFF is None:  # no server waits for the name: the next one starts
+                        ctx.set_forkserver_preload(_preload_list(provider))  # with the SDK
                     with contextlib.suppress(Exception):
                         forkserver.ensure_running()
-                with contextlib.suppress(Exception):
-                    # the server answers only once its preloads are done: a process that
-                    # does nothing says when that is
-                    probe = ctx.Process(target=_ready_probe, name="agentrun-pool-ready")
-                    probe.start()
-                    probe.join()
+                    if _STOPPED.is_set():  # and killed what ensure_running started
+                        return
+                    with contextlib.suppress(Exception):
+                        # the server answers only once its preloads are done: a process that
+                        # does nothing says when that is. Under the lock, as starting it would
+                        # start a server again after shut_down's kill; the kill ends it at once
+                        probe = ctx.Process(target=_ready_probe, name="agentrun-pool-ready")
+                        probe.start()
+                        probe.join()
         finally:
             _READY.set()
             if _READY_PIPE is not None:
@@ -152,6 +185,13 @@ def warm_up(provider: str) -> None:
                     os.write(_READY_PIPE[1], b"r")  # never read: it stays readable
 
     threading.Thread(target=start, name="agentrun-forkserver-warm-up", daemon=True).start()
+
+
+def _register_shut_down() -> None:
+    global _AT_EXIT
+    if not _AT_EXIT:
+        _AT_EXIT = True
+        atexit.register(shut_down)
 
 
 def ready() -> bool:
@@ -181,8 +221,17 @@ def shut_down() -> None:
     """Stop the forkserver now, so it does not hold the CLI's output pipes after exit. Its
     workers are over; it is killed rather than asked, since a server still importing (a run
     that stopped early) or tearing down a loaded SDK would hold the exit for seconds."""
-    with _STARTING:  # a warm-up starting the server has started it (and it is killed below)
-        _STOPPED.set()  # a warm-up still on its way starts nothing now
+    global _HANDOFF
+    _STOPPED.set()  # a warm-up still on its way starts nothing now
+    _kill_server()  # a warm-up waiting for its preloads is answered: no server
+    with _STARTING:  # a warm-up starting the server has started it: killed below
+        if _HANDOFF is not None:
+            _HANDOFF.close()
+            _HANDOFF = None
+        _kill_server()
+
+
+def _kill_server() -> None:
     with contextlib.suppress(Exception):
         from multiprocessing import forkserver
 

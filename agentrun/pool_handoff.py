@@ -1,0 +1,73 @@
+"""The run's provider, handed to a worker pool server started before the run knew it.
+
+`agentrun run` starts the pool's server as its first step (`pool.start`): the server imports
+the worker code while the run loads its project, spec and plan, and imports the provider's SDK
+once the run has named it. The name goes through a file in a private folder: the run writes it
+whole (a rename), the server's preload `agentrun.preload_provider` looks for it every few
+milliseconds. A server whose run has ended without naming one (bad input, a killed process)
+stops looking as soon as its parent is gone, and then exits with it, as every server of the
+standard library's forkserver does. Either side removes the folder when it is done with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, MutableMapping
+from pathlib import Path
+
+ENV = "AGENTRUN_POOL_HANDOFF"  # "<the run's pid> <the name's file>": set for the server's start
+_POLL_S = 0.005
+
+
+class Handoff:
+    """The run's side: a private folder the provider's name is written into."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="agentrun-pool-"))  # 0700: ours alone
+        self.path = self.folder / "provider"
+        self.given = False
+
+    @contextlib.contextmanager
+    def announced(self) -> Iterator[None]:
+        """The environment a server started now inherits names this handoff (and this
+        process, the one it waits for); no other process started afterwards does."""
+        os.environ[ENV] = f"{os.getpid()} {self.path}"
+        try:
+            yield
+        finally:
+            del os.environ[ENV]
+
+    def give(self, provider: str) -> None:
+        """Name the provider, once: the server reads it at once and removes the folder (or has
+        gone, and never will); a server imports one SDK."""
+        if self.given:
+            return
+        self.given = True
+        part = self.folder / "provider.part"
+        with contextlib.suppress(FileNotFoundError):  # the server has gone: nothing to tell
+            part.write_text(provider, encoding="utf-8")
+            os.replace(part, self.path)
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def receive(environ: MutableMapping[str, str]) -> str | None:
+    """The server's side: the provider's name once the run gives it; None when the server was
+    started without a handoff, or its run ended without naming one."""
+    value = environ.pop(ENV, "")  # the server's workers inherit its environment: not this
+    parent, _, path = value.partition(" ")
+    if not (parent.isdigit() and path):
+        return None
+    try:
+        while os.getppid() == int(parent):  # the run that started us is still there
+            with contextlib.suppress(FileNotFoundError):
+                return Path(path).read_text(encoding="utf-8").strip()
+            time.sleep(_POLL_S)
+        return None
+    finally:
+        shutil.rmtree(Path(path).parent, ignore_errors=True)
