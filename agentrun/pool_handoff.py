@@ -41,16 +41,20 @@ class Handoff:
         finally:
             del os.environ[ENV]
 
-    def give(self, provider: str) -> None:
-        """Name the provider, once: the server reads it at once and removes the folder (or has
-        gone, and never will); a server imports one SDK."""
+    def give(self, provider: str) -> bool:
+        """Name the provider, once (a server imports one SDK): the server reads it at once and
+        removes the folder. False when it cannot be written (the folder was removed under us,
+        the disk is full): the server would wait for it as long as this process lives."""
         if self.given:
-            return
+            return True
         self.given = True
         part = self.folder / "provider.part"
-        with contextlib.suppress(FileNotFoundError):  # the server has gone: nothing to tell
+        try:
             part.write_text(provider, encoding="utf-8")
             os.replace(part, self.path)
+        except OSError:
+            return False
+        return True
 
     def close(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)

@@ -51,8 +51,11 @@ NAMED = SERVERS + textwrap.dedent("""
     from agentrun.run import pool
 
     if __name__ == "__main__":
-        mark, provider = sys.argv[1:]
+        mark, provider, *lost = sys.argv[1:]
         pool.start()
+        if lost:  # the handoff's folder goes (a temp cleaner): the name cannot be given
+            import shutil
+            shutil.rmtree(pool._HANDOFF.folder)
         deadline = time.monotonic() + 60
         while not servers(mark) and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -71,7 +74,7 @@ NAMED = SERVERS + textwrap.dedent("""
         probe.start()
         probe.join(60)
         sdk = open(answer).read()
-        print(len(early), early == servers(mark), sdk)
+        print(len(early), early == servers(mark), sdk, len(servers(mark)))
         pool.shut_down()
 """)
 
@@ -93,9 +96,14 @@ def run_script(script: str, tmp_path: Path, *args: str, code: int = 0,
 def test_a_server_started_before_the_provider_is_known_imports_the_sdk_the_run_names(
         tmp_path: Path) -> None:
     # one server, started before the name, and still the one that runs the workers
-    assert run_script(NAMED, tmp_path, "openai")[1] == ["1", "True", "True"]
+    assert run_script(NAMED, tmp_path, "openai")[1] == ["1", "True", "True", "1"]
     # the control: a provider without an SDK, and the server has imported none
-    assert run_script(NAMED, tmp_path, "scripted")[1] == ["1", "True", "False"]
+    assert run_script(NAMED, tmp_path, "scripted")[1] == ["1", "True", "False", "1"]
+
+
+def test_a_name_that_cannot_be_handed_over_gets_a_server_of_its_own(tmp_path: Path) -> None:
+    # the early server, which would wait for the name, is replaced by one that lists the SDK
+    assert run_script(NAMED, tmp_path, "openai", "lost")[1] == ["1", "False", "True", "1"]
 
 
 KILLED = SERVERS + textwrap.dedent("""

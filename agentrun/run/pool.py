@@ -134,7 +134,10 @@ def start() -> None:
     _register_shut_down()
     from multiprocessing import forkserver
 
-    _HANDOFF = Handoff()
+    try:
+        _HANDOFF = Handoff()
+    except OSError:  # no private folder to be had: the server starts once the provider is known
+        return
     with _STARTING, _HANDOFF.announced(), contextlib.suppress(Exception):
         forkserver.ensure_running()
 
@@ -153,8 +156,9 @@ def warm_up(provider: str) -> None:
     _STOPPED.clear()
     if not _READY.is_set():
         _WARMING = True
-    if _HANDOFF is not None:
-        _HANDOFF.give(provider)
+    if _HANDOFF is not None and not _HANDOFF.give(provider):
+        with _STARTING:  # the server that waits for the name goes; the next lists the SDK
+            _drop_handoff()
 
     def start() -> None:
         try:
@@ -221,14 +225,19 @@ def shut_down() -> None:
     """Stop the forkserver now, so it does not hold the CLI's output pipes after exit. Its
     workers are over; it is killed rather than asked, since a server still importing (a run
     that stopped early) or tearing down a loaded SDK would hold the exit for seconds."""
-    global _HANDOFF
     _STOPPED.set()  # a warm-up still on its way starts nothing now
     _kill_server()  # a warm-up waiting for its preloads is answered: no server
     with _STARTING:  # a warm-up starting the server has started it: killed below
-        if _HANDOFF is not None:
-            _HANDOFF.close()
-            _HANDOFF = None
-        _kill_server()
+        _drop_handoff()
+
+
+def _drop_handoff() -> None:
+    """Kill the server and forget its handoff; the caller holds `_STARTING`."""
+    global _HANDOFF
+    if _HANDOFF is not None:
+        _HANDOFF.close()
+        _HANDOFF = None
+    _kill_server()
 
 
 def _kill_server() -> None:
