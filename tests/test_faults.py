@@ -246,3 +246,25 @@ def test_a_read_only_folder_the_run_writes_is_refused_up_front(tmp_path, folder)
     assert_one_message(proc, 2, f"cannot write to {root / folder}", "chmod")
     assert no_worktrees(root) and run_git(root, "rev-parse", "HEAD") == head
     assert not (root / ".specflow/execution").exists()
+
+
+def test_an_interrupt_whose_exception_was_lost_still_interrupts_the_run():
+    """The CLI's handler raises, and Python ignores an exception raised in a weakref callback
+    or a destructor: the run, once its own handlers are in place, acts on the signal the
+    handler recorded."""
+    import threading
+
+    from agentrun.core import interrupts
+    from agentrun.run.session import cancel_on_signals
+
+    said: list[str] = []
+    try:
+        for received in ([], ["SIGTERM"]):  # the control first: none taken, none cancelled
+            interrupts.RECEIVED[:] = received
+            cancel = threading.Event()
+            with cancel_on_signals(cancel, said.append):
+                pass
+            assert cancel.is_set() == bool(received)
+    finally:
+        interrupts.RECEIVED.clear()
+    assert said == ["SIGTERM"]

@@ -15,6 +15,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from agentrun.core.errors import EXIT_INTERRUPTED, AgentrunError
+from agentrun.core.interrupts import RECEIVED
 
 if TYPE_CHECKING:
     import typer
@@ -39,7 +40,7 @@ class Signalled(KeyboardInterrupt):
         self.name = name
 
 
-_RECEIVED: list[str] = []  # the signals our handlers took (typer turns them into exit 130)
+_RECEIVED = RECEIVED  # the signals our handlers took (typer turns them into exit 130)
 
 
 def _raise_interrupt(signum: int, _frame: object) -> None:

@@ -17,6 +17,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.context import ForkServerContext, SpawnContext
 from pathlib import Path
@@ -128,18 +129,48 @@ def start() -> None:
     global _HANDOFF
     if _CONTEXT is not None or _HANDOFF is not None:  # a server is there, or being started
         return
-    ctx = _context(None)
-    if ctx.get_start_method() != "forkserver":
-        return
-    _register_shut_down()
-    from multiprocessing import forkserver
+    with _signals_held():
+        ctx = _context(None)
+        if ctx.get_start_method() != "forkserver":
+            return
+        _register_shut_down()
+        _import_for_threads()
+        from multiprocessing import forkserver
 
-    try:
-        _HANDOFF = Handoff()
-    except OSError:  # no private folder to be had: the server starts once the provider is known
+        try:
+            _HANDOFF = Handoff()
+        except OSError:  # no private folder to be had: the server starts when the provider is
+            return  # known
+        with _STARTING, _HANDOFF.announced(), contextlib.suppress(Exception):
+            forkserver.ensure_running()
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait while the main thread imports and starts the pool's processes,
+    and come on the way out, where they end the command as usual. An interrupt raised inside
+    Python's import machinery can leave its import lock held (where the exception is ignored:
+    a weakref callback of it), and every later import on another thread would wait forever."""
+    if threading.current_thread() is not threading.main_thread() \
+            or not hasattr(signal, "pthread_sigmask"):
+        yield
         return
-    with _STARTING, _HANDOFF.announced(), contextlib.suppress(Exception):
-        forkserver.ensure_running()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def _import_for_threads() -> None:
+    """What the warm-up's thread would import to start processes, imported here, in the main
+    thread (`_signals_held`): that thread then imports nothing."""
+    import subprocess  # noqa: F401
+
+    with contextlib.suppress(ImportError):  # not on every system: no forkserver there
+        import _posixsubprocess  # noqa: F401
+        import multiprocessing.forkserver
+        import multiprocessing.popen_forkserver  # noqa: F401
 
 
 def warm_up(provider: str) -> None:
@@ -156,9 +187,11 @@ def warm_up(provider: str) -> None:
     _STOPPED.clear()
     if not _READY.is_set():
         _WARMING = True
-    if _HANDOFF is not None and not _HANDOFF.give(provider):
-        with _STARTING:  # the server that waits for the name goes; the next lists the SDK
-            _drop_handoff()
+    with _signals_held():
+        _import_for_threads()
+        if _HANDOFF is not None and not _HANDOFF.give(provider):
+            with _STARTING:  # the server that waits for the name goes; the next lists the SDK
+                _drop_handoff()
 
     def start() -> None:
         try:

@@ -18,6 +18,7 @@ from pathlib import Path
 from agentrun import gitlock, workspace
 from agentrun.core.errors import BadInput, CannotStart, NoSpace, no_space
 from agentrun.core.fsutil import check_file_or_absent, check_folder_or_absent, check_link_inside
+from agentrun.core.interrupts import RECEIVED
 from agentrun.gitlock import clear_git_locks
 from agentrun.project import find_project
 from agentrun.report.execution_state import state_path
@@ -127,6 +128,8 @@ def cancel_on_signals(cancel: threading.Event,
             previous[sig] = signal.signal(sig, handle)
         except ValueError:  # not the main thread
             break
+    if previous and RECEIVED:  # taken before, and its exception lost: act on it now
+        handle(signal.Signals[RECEIVED[0]], None)
     try:
         yield
     finally:
