@@ -268,3 +268,84 @@ def test_an_interrupt_whose_exception_was_lost_still_interrupts_the_run():
     finally:
         interrupts.RECEIVED.clear()
     assert said == ["SIGTERM"]
+
+
+# the CLI's handler called as if the signal came while Python's import machinery ran (the frame
+# of importlib that called a finder), or while the finder itself ran (the control)
+IN_IMPORT = """
+import signal, sys, time, traceback
+from agentrun.cli import app
+
+app.trap_signals()
+where, state = sys.argv[1], {}
+
+class Finder:
+    def find_spec(self, name, path, target=None):
+        if name == "no_such_module_here":
+            frame = sys._getframe(1) if where == "importlib" else sys._getframe(0)
+            try:
+                app._raise_interrupt(signal.SIGTERM, frame)
+                state["at once"] = False
+            except KeyboardInterrupt:
+                state["at once"] = True
+                raise
+        return None
+
+sys.meta_path.insert(0, Finder())
+try:
+    try:
+        import no_such_module_here
+    except ModuleNotFoundError:
+        pass
+    for _ in range(100):
+        time.sleep(0.01)
+    print("not interrupted")
+except KeyboardInterrupt as exc:
+    frames = traceback.extract_tb(exc.__traceback__)
+    print(type(exc).__name__, state["at once"], frames[-1].filename.startswith("<frozen"))
+"""
+
+
+@pytest.mark.parametrize("where", ["importlib", "finder"])
+def test_an_interrupt_in_the_import_machinery_is_raised_once_out_of_it(where):
+    proc = subprocess.run([sys.executable, "-c", IN_IMPORT, where], env=cli_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    at_once = "True" if where == "finder" else "False"  # the control: raised where it came
+    assert proc.stdout.split() == ["Signalled", at_once, "False"], proc.stderr
+
+
+# the CLI's handler raising in a destructor, where Python cannot raise; with the CLI's hook for
+# such exceptions, or (the control) with Python's own
+IN_DESTRUCTOR = """
+import signal, sys, time
+from agentrun.cli import app
+
+app.trap_signals()
+if sys.argv[1] == "python":
+    sys.unraisablehook = sys.__unraisablehook__
+
+class Dropped:
+    def __del__(self):
+        app._raise_interrupt(signal.SIGTERM, sys._getframe(0))
+
+try:
+    Dropped()
+    for _ in range(100):
+        time.sleep(0.01)
+    print("not interrupted")
+except KeyboardInterrupt as exc:
+    print(type(exc).__name__)
+"""
+
+
+@pytest.mark.parametrize("hook", ["agentrun", "python"])
+def test_an_interrupt_python_cannot_raise_is_sent_again(hook):
+    proc = subprocess.run([sys.executable, "-c", IN_DESTRUCTOR, hook], env=cli_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    if hook == "python":  # the control: ignored, printed, and the command goes on
+        assert proc.stdout.strip() == "not interrupted"
+        assert "Exception ignored" in proc.stderr
+    else:
+        assert proc.stdout.split() == ["Signalled"] and proc.stderr == ""

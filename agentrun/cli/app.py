@@ -12,6 +12,8 @@ import os
 import signal
 import sys
 import threading
+import time
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from agentrun.core.errors import EXIT_INTERRUPTED, AgentrunError
@@ -43,10 +45,41 @@ class Signalled(KeyboardInterrupt):
 _RECEIVED = RECEIVED  # the signals our handlers took (typer turns them into exit 130)
 
 
-def _raise_interrupt(signum: int, _frame: object) -> None:
+_DEFERRED: list[float] = []  # when an interrupt was first put off (`_raise_interrupt`)
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    """Raise the interrupt where the command is, unless that is Python's own import machinery:
+    raised in a module lock's weakref callback, it would be ignored and leave the import lock
+    held, so that every import on another thread waits forever. There it is sent again, once
+    the machinery is done (for a second at most)."""
+    if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        if not _DEFERRED:
+            _DEFERRED.append(time.monotonic())
+        if time.monotonic() - _DEFERRED[0] < 1.0:
+            _send_again(signum)
+            return
+    _DEFERRED.clear()
     name = signal.Signals(signum).name
     _RECEIVED.append(name)
     raise Signalled(name)
+
+
+def _send_again(signum: int) -> None:
+    """The signal, 10 ms from now: where the command is then, it can be raised."""
+    again = threading.Timer(0.01, os.kill, (os.getpid(), signum))
+    again.daemon = True
+    again.start()
+
+
+def _unraisable(hook: Any) -> None:
+    """An interrupt raised where Python cannot raise it (a destructor, a weakref callback) is
+    not lost, nor printed as "Exception ignored": it is sent again. Anything else is printed
+    as Python does."""
+    if isinstance(hook.exc_value, Signalled):
+        _send_again(signal.Signals[hook.exc_value.name])
+        return
+    sys.__unraisablehook__(hook)
 
 
 def trap_signals() -> None:
@@ -54,6 +87,7 @@ def trap_signals() -> None:
     run replaces these handlers while it works and puts them back when it is done."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _raise_interrupt)
+    sys.unraisablehook = _unraisable
 
 
 def build_app() -> typer.Typer:
