@@ -179,8 +179,9 @@ def _checked(project: Project, spec: Spec, plan: Plan, flags: RunFlags,
     if not (flags.dry_run or flags.sequential or unconfigured):
         from agentrun.run import pool
 
-        # the worker processes' server imports the worker code and the SDK while the plan is
-        # summed up, checked and committed: the first worker then starts at once
+        # the worker processes' server (started by `agentrun run` as its first step, or now)
+        # imports the SDK while the plan is summed up, checked and committed: the first worker
+        # then starts at once, or as soon as the SDK is in
         pool.warm_up(cfg.provider)
     executor = choose_executor(request.executor, cfg.provider, flags.dry_run)
     if flags.record:
