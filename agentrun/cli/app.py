@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> None:
         if early:  # the workers' server imports the worker code while the run is prepared
             from agentrun.run import pool
 
-            pool.start()
+            with contextlib.suppress(Exception):  # a head start only: the run starts it later
+                pool.start()
         from agentrun.cli.output import Output, detect_mode, events_on_stderr
 
         out = Output(detect_mode("--json" in args), events_on_stderr=events_on_stderr(args))
