@@ -6,7 +6,8 @@ once the run has named it. The name goes through a file in a private folder: the
 whole (a rename), the server's preload `agentrun.preload_provider` looks for it every few
 milliseconds. A server whose run has ended without naming one (bad input, a killed process)
 stops looking as soon as its parent is gone, and then exits with it, as every server of the
-standard library's forkserver does. Either side removes the folder when it is done with it.
+standard library's forkserver does. Either side removes the folder when it is done with it,
+and a run sweeps one whose processes were both killed (`processes.discard_stale_temp_dirs`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
+
+from agentrun.processes import owned_temp_dir
 
 ENV = "AGENTRUN_POOL_HANDOFF"  # "<the run's pid> <the name's file>": set for the server's start
 _POLL_S = 0.005
@@ -27,7 +29,7 @@ class Handoff:
     """The run's side: a private folder the provider's name is written into."""
 
     def __init__(self) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="agentrun-pool-"))  # 0700: ours alone
+        self.folder = owned_temp_dir("pool")  # 0700, ours alone; swept if we are killed
         self.path = self.folder / "provider"
         self.given = False
 

@@ -18,7 +18,7 @@ from agentrun.removal import remove_tree
 
 # what a process keeps in the temporary folder: a private HOME for the commands it runs
 # (tools/environment.py), a scratch index while it snapshots a worktree (agent/snapshots.py)
-TempKind = Literal["home", "snapshot"]
+TempKind = Literal["home", "snapshot", "pool"]
 _OWNED = re.compile(rf"agentrun-(?:{'|'.join(get_args(TempKind))})-(\d+)-[a-z0-9_]+")
 
 

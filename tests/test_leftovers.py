@@ -114,9 +114,11 @@ def test_sweep_never_touches_a_run_in_progress_or_a_live_process(tmp_path, monke
     for run in ("20260101-000000-aaaa", "20260101-000001-bbbb"):
         (runs / run).mkdir(parents=True)
         (runs / run / "space-reserve").write_bytes(b"\0" * 16)
-    # a private HOME and a snapshot's scratch index, of this live process and of a dead one
-    live = [temp / f"agentrun-{kind}-{os.getpid()}-abcd1234" for kind in ("home", "snapshot")]
-    gone = [temp / f"agentrun-{kind}-999999-abcd1234" for kind in ("home", "snapshot")]
+    # a private HOME, a snapshot's scratch index and a pool's handoff, of this live process
+    # and of a dead one
+    kinds = ("home", "snapshot", "pool")
+    live = [temp / f"agentrun-{kind}-{os.getpid()}-abcd1234" for kind in kinds]
+    gone = [temp / f"agentrun-{kind}-999999-abcd1234" for kind in kinds]
     other = [temp / "agentrun-home-notours", temp / "agentrun-demo-999999-abcd1234"]
     for folder in (*live, *gone, *other):
         folder.mkdir()

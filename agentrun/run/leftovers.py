@@ -10,8 +10,9 @@ first (SIGKILL, a cancelled CI job, a power cut):
   their branches `agentrun/<spec>/<run-id>/check-N` (run/integration.py);
 - a worktree's folder renamed aside to be deleted, `.<name>.removing-<pid>` (worktrees.py);
 - a process's private HOME for commands, `<tmp>/agentrun-home-<pid>-*` (tools/environment.py),
-  and a worker's scratch index while it snapshots its worktree, `<tmp>/agentrun-snapshot-<pid>-*`
-  (agent/snapshots.py).
+  a worker's scratch index while it snapshots its worktree, `<tmp>/agentrun-snapshot-<pid>-*`
+  (agent/snapshots.py), and the worker pool's handoff, `<tmp>/agentrun-pool-<pid>-*`
+  (pool_handoff.py).
 
 `sweep` removes these for every run but the one in progress. It runs where no other run can
 be alive — under the run lock, at the start and end of a run and in `agentrun clean` — and
