@@ -67,13 +67,14 @@ def receive(environ: MutableMapping[str, str]) -> str | None:
     started without a handoff, or its run ended without naming one."""
     value = environ.pop(ENV, "")  # the server's workers inherit its environment: not this
     parent, _, path = value.partition(" ")
-    if not (parent.isdigit() and path):
-        return None
+    name = Path(path)
+    if not (parent.isdigit() and name.parent.name.startswith(f"agentrun-pool-{parent}-")):
+        return None  # not a handoff's folder (`owned_temp_dir`): nothing here is ours to touch
     try:
         while os.getppid() == int(parent):  # the run that started us is still there
             with contextlib.suppress(FileNotFoundError):
-                return Path(path).read_text(encoding="utf-8").strip()
+                return name.read_text(encoding="utf-8").strip()
             time.sleep(_POLL_S)
         return None
     finally:
-        shutil.rmtree(Path(path).parent, ignore_errors=True)
+        shutil.rmtree(name.parent, ignore_errors=True)

@@ -15,26 +15,27 @@ from pathlib import Path
 
 import pytest
 
-# the forkserver processes whose environment holds `mark` (every process the test's run started)
+# the forkserver processes whose environment holds `mark` (every process the test's run
+# started); a process the server forked (a worker, or a command before its exec) has the
+# server's command line too, and is not one
 SERVERS = textwrap.dedent("""
     import os
     from pathlib import Path
 
     def servers(mark):
-        found = []
+        parents = {}
         for proc in Path("/proc").glob("[0-9]*"):
             if int(proc.name) == os.getpid():  # this script's text names the forkserver too
                 continue
             try:
-                if (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                    continue  # ended, not yet reaped
+                state, ppid = (proc / "stat").read_text().rsplit(")", 1)[1].split()[:2]
                 cmdline = (proc / "cmdline").read_bytes()
                 environ = (proc / "environ").read_bytes()
             except OSError:
                 continue
-            if b"forkserver" in cmdline and mark.encode() in environ:
-                found.append(int(proc.name))
-        return found
+            if state != "Z" and b"forkserver" in cmdline and mark.encode() in environ:
+                parents[int(proc.name)] = int(ppid)  # a zombie has ended, not yet reaped
+        return sorted(pid for pid, ppid in parents.items() if ppid not in parents)
 """)
 namespace: dict[str, object] = {}
 exec(SERVERS, namespace)  # noqa: S102 - the same helper, here and in the scripts
@@ -156,3 +157,17 @@ def test_a_run_refused_before_it_starts_leaves_no_server(tmp_path: Path, keep: s
     _, (code, left) = run_script(EARLY_EXIT, tmp_path, keep, cwd=project)
     assert code == "2"  # no such spec: bad input
     assert left == ("1" if keep == "keep" else "0")
+
+
+def test_the_server_touches_only_a_handoff_folder(tmp_path: Path) -> None:
+    """The name's file comes from the environment: a folder not named as a handoff's is
+    neither read nor removed."""
+    from agentrun.pool_handoff import ENV, receive
+
+    parent = os.getppid()  # as the server sees the run that started it
+    for folder, name in ((tmp_path / f"agentrun-pool-{parent}-abc", "openai"),  # the control
+                         (tmp_path / "project", None)):
+        folder.mkdir()
+        (folder / "provider").write_text("openai")
+        assert receive({ENV: f"{parent} {folder / 'provider'}"}) == name
+        assert folder.exists() == (name is None)  # a handoff's folder is removed once read

@@ -17,7 +17,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from agentrun.core.errors import EXIT_INTERRUPTED, AgentrunError
-from agentrun.core.interrupts import RECEIVED
+from agentrun.core.interrupts import RECEIVED  # the signals our handlers took
 
 if TYPE_CHECKING:
     import typer
@@ -42,9 +42,6 @@ class Signalled(KeyboardInterrupt):
         self.name = name
 
 
-_RECEIVED = RECEIVED  # the signals our handlers took (typer turns them into exit 130)
-
-
 _DEFERRED: list[float] = []  # when an interrupt was first put off (`_raise_interrupt`)
 
 
@@ -61,7 +58,7 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
             return
     _DEFERRED.clear()
     name = signal.Signals(signum).name
-    _RECEIVED.append(name)
+    RECEIVED.append(name)
     raise Signalled(name)
 
 
@@ -156,8 +153,8 @@ def main(argv: list[str] | None = None) -> None:
 
         out = Output(detect_mode("--json" in args), events_on_stderr=events_on_stderr(args))
         code = _run(build_app(), args, out)
-        if _RECEIVED:  # typer returned the interrupt as a silent exit 130
-            code = _interrupted(out, _RECEIVED[0])
+        if RECEIVED:  # typer returned the interrupt as a silent exit 130
+            code = _interrupted(out, RECEIVED[0])
     except (KeyboardInterrupt, Exception) as exc:  # before `_run`'s boundary, or an interrupt
         interrupt = _interrupt_in(exc)
         if interrupt is None:
@@ -190,8 +187,8 @@ def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
     interrupt."""
     if isinstance(exc, KeyboardInterrupt):
         return exc
-    if _RECEIVED:
-        return Signalled(_RECEIVED[0])
+    if RECEIVED:
+        return Signalled(RECEIVED[0])
     cause = exc.__cause__
     return cause if isinstance(exc, RuntimeError) and isinstance(cause, KeyboardInterrupt) \
         else None
