@@ -313,12 +313,15 @@ def _user_config_files() -> tuple[str, ...]:
 
 
 def _stamp(files: tuple[str, ...] | list[str]) -> tuple[tuple[str, object, int], ...]:
-    """What `files` look like now (a missing file counts too: it may appear)."""
-    stamp = []
+    """What `files` hold now (a missing file counts too: it may appear). Their content, not
+    their time: git rewrites a repository's config unchanged on every `git branch -D`, and a
+    run deletes a branch per merge."""
+    stamp: list[tuple[str, object, int]] = []
     for name in files:
         try:
-            st = os.stat(name)
-            stamp.append((name, st.st_mtime_ns, st.st_size))
+            data = Path(name).read_bytes()
         except (OSError, ValueError):
-            stamp.append((name, -1, -1))
+            stamp.append((name, None, -1))
+            continue
+        stamp.append((name, data, len(data)))  # config files are small
     return tuple(stamp)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrun.core.errors import AgentrunError
-from agentrun.gitcli import git, run_git, split_z
+from agentrun.gitcli import GitError, git, run_git, split_z
 from agentrun.workspace import head_commit, resolve_ref, tree_changes
 
 
@@ -33,7 +33,7 @@ class MergeResult:
     in_the_way: list[str] = field(default_factory=list)
 
 
-def merge_branch(root: Path, branch: str, message: str) -> MergeResult:
+def merge_branch(root: Path, branch: str, message: str, head: str | None = None) -> MergeResult:
     """Merge `branch` into the branch checked out at `root` with a merge commit.
 
     A real three-way merge: a branch that started from an older base keeps everything merged
@@ -41,14 +41,13 @@ def merge_branch(root: Path, branch: str, message: str) -> MergeResult:
     `.env`, a build folder, agentrun's run records): such a path refuses the merge before git
     runs (`in_the_way`). On a conflict or any other refusal the merge is aborted, so the target
     branch, the index and the working tree are as they were; the caller keeps the branch for a
-    human.
+    human. `head` is HEAD's sha, when the caller has just read it.
     """
-    before = head_commit(root)
+    before = head or head_commit(root)
     if resolve_ref(root, branch) is None:
         return MergeResult(False, None, [], f"branch {branch} does not exist")
-    fork = git("merge-base", "--end-of-options", before, branch, cwd=root, check=False)
-    if fork:
-        written = [c.path for c in tree_changes(root, fork, branch) if c.status != "D"]
+    written = _written(root, before, branch)
+    if written:
         blocked = in_the_way(root, written)
         if blocked:
             return MergeResult(False, None, [], (
@@ -74,6 +73,17 @@ def merge_branch(root: Path, branch: str, message: str) -> MergeResult:
     else:
         text = f"git refused to merge {branch}: {(proc.stderr or proc.stdout).strip()}"
     return MergeResult(False, None, sorted(conflicts), text)
+
+
+def _written(root: Path, before: str, branch: str) -> list[str]:
+    """The paths `branch` writes since it forked from `before`; none without a merge base
+    (git refuses to merge unrelated histories)."""
+    try:  # one git process for the usual case: one merge base
+        changes = tree_changes(root, before, branch, from_fork=True)
+    except GitError:  # none, or several (git merges them into one first)
+        fork = git("merge-base", "--end-of-options", before, branch, cwd=root, check=False)
+        changes = tree_changes(root, fork, branch) if fork else []
+    return [c.path for c in changes if c.status != "D"]
 
 
 def in_the_way(root: Path, paths: Iterable[str]) -> list[str]:

@@ -3,7 +3,9 @@
 `agentrun.run.pool` starts workers from a forkserver; this module is imported there before the
 first worker is forked. Importing the worker code, generating the tools' argument schemas and
 compiling the packaged prompt templates would otherwise cost every worker process tens of
-milliseconds of CPU, and on a small machine the workers of a wave compete for it.
+milliseconds of CPU, and on a small machine the workers of a wave compete for it. So would
+building the validators of the progress events every worker emits (they are built on first use,
+to keep the command line's start quick).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import agentrun.attempts
 import agentrun.providers.scripted
 import agentrun.worker  # noqa: F401 - imported to be inherited by every worker
 from agentrun.agent.prompts import compile_template
+from agentrun.core.events import progress
+from agentrun.core.events.base import BaseEvent
 from agentrun.resources import list_resources
 from agentrun.tools.registry import tool_specs
 
@@ -39,6 +43,9 @@ def _survive_stray_connections() -> None:
 
 _survive_stray_connections()
 tool_specs()
+for _event in vars(progress).values():  # a worker's events: each builds its schema on first use
+    if isinstance(_event, type) and issubclass(_event, BaseEvent) and "type" in _event.model_fields:
+        _event.model_rebuild(force=True)
 for _path in list_resources("prompts").values():
     with contextlib.suppress(OSError):  # unreadable: the worker that needs it will say so
         compile_template(_path.read_text(encoding="utf-8"))

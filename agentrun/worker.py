@@ -58,6 +58,7 @@ from agentrun.worktrees import index_path, populate_worktree
 
 # the coding-agent CLIs a worker can drive, by executor name
 CLI_EXECUTORS = {"claude-code": claude_code, "codex": codex}
+_CHECKOUT_NICENESS = 10  # of 19: a tenth of a normal thread's share of a busy CPU
 
 
 def run_assignment(assignment: Assignment, cancel: threading.Event | None = None,
@@ -143,7 +144,11 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
 
 class BackgroundCheckout:
     """A fresh worktree's files, checked out in a thread of the worker (`git read-tree -u`,
-    as `populate_worktree`), so that the first model call does not wait for them."""
+    as `populate_worktree`), so that the first model call does not wait for them.
+
+    The thread runs at a lower priority, and so does the git it starts: the workers of a wave
+    start together, and their first model calls go out before their checkouts take the CPU,
+    which they need only once that call has answered."""
 
     def __init__(self) -> None:
         self.thread: threading.Thread | None = None
@@ -151,6 +156,7 @@ class BackgroundCheckout:
 
     def start(self, worktree: Path) -> None:
         def run() -> None:
+            _yield_cpu()
             try:
                 populate_worktree(worktree)
             except BaseException as exc:  # noqa: BLE001 - raised where the files are needed
@@ -168,6 +174,15 @@ class BackgroundCheckout:
         self.join()
         if self.error is not None:
             raise self.error
+
+
+def _yield_cpu() -> None:
+    """Lower the calling thread's priority. Linux keeps a nice value per thread, and a process
+    the thread starts inherits it; elsewhere the call would lower the whole worker's, so there
+    it does nothing."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _CHECKOUT_NICENESS)
 
 
 def set_up(assignment: Assignment, progress: _Progress) -> None:

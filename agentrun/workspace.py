@@ -61,6 +61,21 @@ def head_commit(root: Path) -> str:
     return sha
 
 
+def checked_out(root: Path) -> tuple[str | None, str | None]:
+    """The checked-out branch's full-length short name (`refs/heads/` taken off; None when HEAD
+    is detached) and HEAD's sha (None before the first commit), asked of one git process.
+    `current_branch` may spell a branch longer, where a tag has its name."""
+    proc = run_git("rev-parse", "HEAD^{commit}", "--symbolic-full-name", "HEAD", cwd=root)
+    found = proc.stdout.split("\n")
+    if proc.returncode == 0 and len(found) >= 2:
+        sha, name = found[0], found[1]
+        if name == "HEAD":
+            return None, sha
+        if name.startswith("refs/heads/"):
+            return name[len("refs/heads/"):], sha
+    return current_branch(root), resolve_ref(root, "HEAD")
+
+
 def current_branch(root: Path) -> str | None:
     """Short name of the checked-out branch, or None when HEAD is detached."""
     proc = run_git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=root)
@@ -177,10 +192,12 @@ class TreeChange:
     new_object: str
 
 
-def tree_changes(root: Path, base: str, ref: str) -> list[TreeChange]:
+def tree_changes(root: Path, base: str, ref: str, *, from_fork: bool = False) -> list[TreeChange]:
     """Every path that differs between two commits, read from git's trees (never from a
-    working tree); a rename is a delete and an add."""
-    out = git("diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-abbrev",
+    working tree); a rename is a delete and an add. `from_fork`: what `ref` changed since it
+    forked from `base` (their one merge base; GitError when there is none or several)."""
+    fork = ("--merge-base",) if from_fork else ()
+    out = git("diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-abbrev", *fork,
               "--end-of-options", base, ref, cwd=root)
     items = iter(split_z(out))
     changes = []

@@ -88,7 +88,30 @@ def populate_worktree(worktree: Path) -> bool:
     if index_path(worktree).exists():
         return False
     git("read-tree", "-u", "--reset", "HEAD", cwd=worktree)
+    _settle_index(worktree)
     return True
+
+
+def _settle_index(worktree: Path) -> None:
+    """Make a fresh checkout's index trusted by the next git command.
+
+    git writes the files, then the index, within the same second. A file changed later in
+    that second keeps its size and its time to the second, so git trusts no file whose time is
+    not older than the index's ("racy git"): until an index is written a second later, every
+    git command (the snapshots, the final commit) reads all of them again. Dated back by one
+    second, the files are older than the index written next; a change made from now on gives
+    a file a time the index does not hold, so none goes unseen.
+    """
+    second = 1_000_000_000
+    for path in split_z(git("ls-files", "-z", cwd=worktree)):
+        full = os.path.join(worktree, path)
+        try:
+            st = os.lstat(full)
+            os.utime(full, ns=(st.st_atime_ns, st.st_mtime_ns - second),
+                     follow_symlinks=False)
+        except OSError:
+            continue  # not checked out (a gitlink's folder, say): nothing to trust
+    run_git("update-index", "-q", "--refresh", cwd=worktree)  # exits 1 if a file differs
 
 
 def forget_worktree(root: Path, path: Path) -> None:

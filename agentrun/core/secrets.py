@@ -100,10 +100,12 @@ class Redactor:
         """Redact every string inside dicts, lists and tuples."""
         if isinstance(value, str):
             return self.text(value)
-        if isinstance(value, Mapping):
-            return {str(k): self.value(v) for k, v in value.items()}
+        if value is None or isinstance(value, int | float):  # JSON's other scalars (bool too)
+            return value
         if isinstance(value, list | tuple):
             return [self.value(v) for v in value]
+        if isinstance(value, dict | Mapping):  # a dict first: the ABC check costs more
+            return {str(k): self.value(v) for k, v in value.items()}
         return value
 
 

@@ -69,7 +69,8 @@ class Lander:
         if titles:
             message += f": {'; '.join(titles)}"
         started = round(time.time(), 3)  # the merge's span in traces and the report
-        merged = merging.merge_branch(self.root, result.branch or "", message)
+        merged = merging.merge_branch(self.root, result.branch or "", message,
+                                      head=self.target.head or None)
         if merged.ok:
             self.target.left_at(merged.commit)
             for gid in ids:

@@ -32,6 +32,7 @@ class Target:
         self.root = root
         self.state = state
         self.record = record
+        self.head = ""  # HEAD's sha when `ready` last looked
 
     @property
     def stopped(self) -> bool:
@@ -57,8 +58,10 @@ class Target:
         """Why landing on the target would land elsewhere or drop the run's merges; None when
         it may go on (the user's own commits on top are noted and kept)."""
         state, root = self.state, self.root
-        branch = workspace.current_branch(root)
-        head = workspace.resolve_ref(root, "HEAD") or ""
+        branch, sha = workspace.checked_out(root)
+        if branch != state.target_branch:  # in the spelling the run recorded its branch
+            branch = workspace.current_branch(root)
+        head = self.head = sha or ""
         if branch != state.target_branch:
             now = (f"{branch} is checked out now" if branch
                    else f"HEAD is detached at {head[:12]} now")
