@@ -60,10 +60,13 @@ def execute(batches: list[Batch], base: str, backend: WorkerBackend, *,
             max_parallel: int | None, cancel: threading.Event,
             verify: Callable[[Delivery], WorkerResult],
             on_result: Callable[[Results], None],
-            not_started: Callable[[Batch], None], gate: Gate | None = None) -> Results:
+            not_started: Callable[[Batch], None], gate: Gate | None = None,
+            read_ahead: Callable[[Delivery], None] | None = None) -> Results:
     """Run `batches` from commit `base`; returns the verified results by batch id, calling
     `on_result` each time one arrives. On cancel (or once `gate` closes) no further batch
-    starts: each is passed to `not_started` once the running ones have ended."""
+    starts: each is passed to `not_started` once the running ones have ended. Of results
+    that arrive together, all but the first are given to `read_ahead` before the first is
+    verified, so that their checks can start while it is verified and landed."""
     pending = list(batches)
     running: dict[str, WorkerHandle] = {}
     results: Results = {}
@@ -81,11 +84,15 @@ def execute(batches: list[Batch], base: str, backend: WorkerBackend, *,
                 for batch in pending:
                     not_started(batch)
                 break
-            for batch_id, handle in list(running.items()):
-                if handle.poll():
-                    results[batch_id] = verify(handle.result())
-                    del running[batch_id]
-                    on_result(results)
+            arrived = [(batch_id, handle.result()) for batch_id, handle
+                       in list(running.items()) if handle.poll()]
+            for _, delivery in arrived[1:]:
+                if read_ahead is not None:
+                    read_ahead(delivery)
+            for batch_id, delivery in arrived:
+                results[batch_id] = verify(delivery)
+                del running[batch_id]
+                on_result(results)
             limit = 1 if backend.sequential else wanted
             if running and (stopping or not (pending and len(running) < limit)):
                 nap(running.values())

@@ -284,6 +284,10 @@ class Orchestrator:
         if assignment.allowance_path:
             self.spending.allow(assignment.batch, Path(assignment.allowance_path), alone=alone)
 
+    def read_ahead(self, d: Delivery) -> None:
+        """Start reading from git what `verify_delivery(d)` will check (Verifier.read_ahead)."""
+        self.verifier.read_ahead(d)
+
     def verify_delivery(self, d: Delivery) -> WorkerResult:
         """Check a worker's result against git; the cap counts what it cost."""
         if d.batch in self.spending.stopped or d.result.stop_reason == StopReason.COST_CAP:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from agentrun.core.fsutil import atomic_write_json
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import Status, StopReason
 from agentrun.report.execution_state import RunState
-from agentrun.run.policy import MergePolicy
+from agentrun.run.policy import MergePolicy, PolicyFinding
 from agentrun.run.record import Recorder
 
 
@@ -54,6 +55,17 @@ def empty_claim(result: WorkerResult, deviations: list[str]) -> Status:
     return Status.PARTIAL
 
 
+@dataclass(frozen=True)
+class BranchFacts:
+    """What git says of a delivery's work, `base..ref`: whether the ref exists, its commits
+    (oldest first), the paths it changed and what the merge policy finds in them."""
+
+    exists: bool
+    commits: list[str]
+    changes: list[workspace.TreeChange]
+    findings: list[PolicyFinding]
+
+
 class Verifier:
     def __init__(self, root: Path, state: RunState, record: Recorder,
                  cancel: threading.Event) -> None:
@@ -62,6 +74,29 @@ class Verifier:
         self.record = record
         self.cancel = cancel
         self.policy = MergePolicy.for_run(root, record.project, record.spec)
+        # facts being read ahead, by the delivery they are for (held, so its id stays its own)
+        self._ahead: dict[int, tuple[Delivery, Future[BranchFacts]]] = {}
+        self._readers: ThreadPoolExecutor | None = None
+
+    def read_ahead(self, d: Delivery) -> None:
+        """Start reading `d`'s facts from git in the background. Workers of a wave often end
+        together, and their results are checked and merged one by one: the later ones are
+        then read while the first is recorded and merged. `check(d)` takes them; the reads
+        depend on `d.ref` and `d.base` alone, and the worker that wrote the ref has ended."""
+        if self._readers is None:
+            self._readers = ThreadPoolExecutor(max_workers=2,
+                                               thread_name_prefix="agentrun-verify")
+        if id(d) not in self._ahead:
+            self._ahead[id(d)] = (d, self._readers.submit(self.facts, d.ref, d.base))
+
+    def facts(self, ref: str, base: str) -> BranchFacts:
+        """Read from git what `base..ref` holds (no state is touched: safe in any thread)."""
+        root = self.root
+        exists = workspace.resolve_ref(root, ref) is not None
+        commits = workspace.commits_since(root, base, ref) if exists else []
+        changes = workspace.tree_changes(root, base, ref) if commits else []
+        links = functools.partial(workspace.symlinks_of, root, ref)
+        return BranchFacts(exists, commits, changes, self.policy.check_changes(changes, links))
 
     def check(self, d: Delivery) -> WorkerResult:
         """The verified result (its status `failed` for interrupted work); each group of the
@@ -75,13 +110,13 @@ class Verifier:
             deviations.append(f"result names groups {result.groups}, assignment was {ids}")
         if self.cancel.is_set() and result.status != Status.COMPLETE:
             result.stop_reason = StopReason.INTERRUPTED
-        exists = workspace.resolve_ref(root, d.ref) is not None
-        actual = workspace.commits_since(root, d.base, d.ref) if exists else []
+        ahead = self._ahead.pop(id(d), None)
+        facts = ahead[1].result() if ahead is not None else self.facts(d.ref, d.base)
+        actual, changes = facts.commits, facts.changes
         _verified, rejected = workspace.verify_commits(
             root, result.commits, d.ref, d.base, on_branch=actual) \
-            if exists else ([], [f"{c}: {d.ref} does not exist" for c in result.commits])
+            if facts.exists else ([], [f"{c}: {d.ref} does not exist" for c in result.commits])
         deviations += [f"claimed commit not verified: {r}" for r in rejected]
-        changes = workspace.tree_changes(root, d.base, d.ref) if actual else []
         created = [c.path for c in changes if c.status == "A"]
         modified = [c.path for c in changes if c.status not in "AD"]
         deleted = [c.path for c in changes if c.status == "D"]
@@ -90,7 +125,7 @@ class Verifier:
             status = Status.INTERRUPTED
         if status == Status.COMPLETE and not actual:
             status = empty_claim(result, deviations)
-        refusal = self._apply_policy(d, changes, deviations)
+        refusal = self._apply_policy(d, facts.findings, deviations)
         if refusal and status.landed_work:
             status, result.error = Status.FAILED, refusal
         result.commits, result.files_created, result.files_modified = actual, created, modified
@@ -114,13 +149,12 @@ class Verifier:
             result.branch = d.merge_ref
         return result
 
-    def _apply_policy(self, d: Delivery, changes: list[workspace.TreeChange],
+    def _apply_policy(self, d: Delivery, findings: list[PolicyFinding],
                       deviations: list[str]) -> str:
-        """Check the branch's changes; every finding becomes a deviation and an event.
-        Returns why the work must not merge ("" when it may)."""
+        """Record the policy's findings on the branch's changes: each becomes a deviation
+        and an event. Returns why the work must not merge ("" when it may)."""
         refused = []
-        links = functools.partial(workspace.symlinks_of, self.root, d.ref)
-        for finding in self.policy.check_changes(changes, links):
+        for finding in findings:
             deviations.append(finding.reason())
             self.record.emit(ProtectedChangeEvent(batch=d.batch, groups=tuple(d.ids),
                                                   path=finding.path, kind=finding.kind,

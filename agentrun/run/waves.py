@@ -50,6 +50,8 @@ class RunHost(ending.RunEnd, Protocol):
 
     def verify_delivery(self, d: Delivery) -> WorkerResult: ...
 
+    def read_ahead(self, d: Delivery) -> None: ...
+
 
 class Waves:
     """A run stepped one wave at a time (`Orchestrator.waves`): the one loop of a local run
@@ -170,8 +172,8 @@ class Waves:
         results = execute(
             triage.todo, base, orch.backend,
             max_parallel=orch.options.max_parallel, cancel=orch.cancel,
-            verify=orch.verify_delivery, not_started=self._not_started,
-            gate=AnyGate(orch.spending, orch.rate_limit),
+            verify=orch.verify_delivery, read_ahead=orch.read_ahead,
+            not_started=self._not_started, gate=AnyGate(orch.spending, orch.rate_limit),
             on_result=landing.land_ready if orch.land_while_running else lambda _: None)
         landed = landing.finish(results)
         if unchecked:
