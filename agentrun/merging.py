@@ -33,7 +33,8 @@ class MergeResult:
     in_the_way: list[str] = field(default_factory=list)
 
 
-def merge_branch(root: Path, branch: str, message: str, head: str | None = None) -> MergeResult:
+def merge_branch(root: Path, branch: str, message: str, head: str | None = None,
+                 tip: str | None = None) -> MergeResult:
     """Merge `branch` into the branch checked out at `root` with a merge commit.
 
     A real three-way merge: a branch that started from an older base keeps everything merged
@@ -41,12 +42,14 @@ def merge_branch(root: Path, branch: str, message: str, head: str | None = None)
     `.env`, a build folder, agentrun's run records): such a path refuses the merge before git
     runs (`in_the_way`). On a conflict or any other refusal the merge is aborted, so the target
     branch, the index and the working tree are as they were; the caller keeps the branch for a
-    human. `head` is HEAD's sha, when the caller has just read it.
+    human. `head` is HEAD's sha, when the caller has just read it; `tip` the commit of `branch`
+    that was verified, which is then what merges, whatever the branch holds by now.
     """
     before = head or head_commit(root)
-    if resolve_ref(root, branch) is None:
+    tip = tip or resolve_ref(root, branch)
+    if tip is None:
         return MergeResult(False, None, [], f"branch {branch} does not exist")
-    written = _written(root, before, branch)
+    written = _written(root, before, tip)
     if written:
         blocked = in_the_way(root, written)
         if blocked:
@@ -55,7 +58,7 @@ def merge_branch(root: Path, branch: str, message: str, head: str | None = None)
                 "untracked or ignored; the merge would overwrite or delete it (move it aside, "
                 "then merge the branch yourself)"), blocked)
     proc = run_git("merge", "--no-ff", "--no-edit", "--no-autostash", "-m", message,
-                   "--end-of-options", branch, cwd=root)
+                   "--end-of-options", tip, cwd=root)
     if proc.returncode == 0:
         after = head_commit(root)
         if after == before:  # git merges nothing, not even with --no-ff, when it is merged

@@ -109,8 +109,8 @@ def _settle_index(worktree: Path) -> None:
             st = os.lstat(full)
             os.utime(full, ns=(st.st_atime_ns, st.st_mtime_ns - second),
                      follow_symlinks=False)
-        except OSError:
-            continue  # not checked out (a gitlink's folder, say): nothing to trust
+        except (OSError, NotImplementedError):  # not checked out (a gitlink's folder); a
+            continue  # system that cannot date a symlink: git reads that entry again, as ever
     run_git("update-index", "-q", "--refresh", cwd=worktree)  # exits 1 if a file differs
 
 

@@ -2,7 +2,8 @@
 long way: a fresh checkout's index is trusted and still sees a change made in its first second;
 a worker's checkout yields the CPU; the target check, the merge's look at what a branch writes
 and the repository's settings each ask git less, and answer the same, also where the short way
-cannot (a tag named like the branch, several merge bases, a settings file rewritten unchanged).
+cannot (a tag named like the branch, several merge bases, a settings file rewritten unchanged);
+and the merge takes the verified commit, not whatever its branch holds by then.
 """
 
 from __future__ import annotations
@@ -189,3 +190,16 @@ def test_the_pool_server_builds_the_validators_of_every_workers_event():
 
     assert unbuilt("agentrun.worker") > 0  # the control: built on first use by default
     assert unbuilt("agentrun.preload") == 0
+
+
+def test_what_merges_is_the_commit_that_was_verified(tmp_path):
+    t = Repo(tmp_path)
+    g1 = t.work("G1")  # verified: its one commit
+    late = commit_files(tmp_path / "G1", {"late.txt": "written after the check\n"}, "late")
+    assert t.lander.merge("G1", g1)
+    assert run_git(t.root, "rev-parse", "HEAD^2") == g1.commits[-1]
+    assert (t.root / "G1.txt").exists() and not (t.root / "late.txt").exists()
+    # the control: the branch itself holds the later commit, which a merge by name would take
+    assert run_git(t.root, "rev-parse", g1.branch or "") == late
+    assert merging.merge_branch(t.root, g1.branch or "", "by name").ok
+    assert (t.root / "late.txt").exists()

@@ -130,3 +130,53 @@ def test_a_client_with_the_shared_tls_context_still_goes_through_the_proxy(
         proxy.shutdown()
     assert turn.text == "via the proxy"
     assert seen == ["POST http://models.invalid/v1/messages HTTP/1.1"]
+
+
+# Preloads as the pool's server does, with or without the TLS preload before the SDK, and says
+# who made the process's TLS context and when, and whether a thread is left at the fork.
+TLS_PROBE = """
+import sys, threading
+sdk, early = sys.argv[1:3]
+import agentrun.preload, importlib
+from agentrun.providers import http
+makers = []
+real = http.tls_context
+if early == "1":
+    import agentrun.preload_tls as tls
+    made = tls.tls_context
+    def noted(library):
+        makers.append(threading.current_thread().name)
+        return made(library)
+    tls.tls_context = noted
+importlib.import_module(sdk)
+if early == "1":
+    tls._thread.join(10)  # the thread makes it while the SDK imports, or not at all
+before = dict(http._contexts)
+import agentrun.preload_clients
+print(len(before), makers, list(before.values()) == list(http._contexts.values()),
+      sorted(t.name for t in threading.enumerate()))
+"""
+
+
+@pytest.mark.parametrize("sdk", ["anthropic", "openai"])
+def test_the_tls_context_is_made_beside_the_sdks_import_and_no_thread_is_left(sdk: str) -> None:
+    def run(early: bool) -> str:
+        return subprocess.run([sys.executable, "-c", TLS_PROBE, sdk, "1" if early else "0"],
+                              cwd=REPO, capture_output=True, text=True, timeout=60,
+                              check=True).stdout.strip()
+
+    # the control: without it, no context exists until the warm-up makes one
+    assert run(False) == "0 [] False ['MainThread']"
+    # with it, its thread made the context during the import, the warm-up used that one, and
+    # only the main thread is left to fork
+    assert run(True) == "1 ['agentrun-tls'] True ['MainThread']"
+
+
+def test_without_an_sdk_the_tls_preload_stops_before_the_fork() -> None:
+    code = ("import threading, agentrun.preload_tls as tls\n"
+            "alive = tls._thread.is_alive()\n"
+            "import agentrun.preload_clients\n"
+            "print(alive, sorted(t.name for t in threading.enumerate()))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, timeout=60, check=True).stdout.strip()
+    assert out == "True ['MainThread']"  # it was looking (the control), and was stopped

@@ -70,7 +70,7 @@ class Lander:
             message += f": {'; '.join(titles)}"
         started = round(time.time(), 3)  # the merge's span in traces and the report
         merged = merging.merge_branch(self.root, result.branch or "", message,
-                                      head=self.target.head or None)
+                                      head=self.target.head or None, tip=result.commits[-1])
         if merged.ok:
             self.target.left_at(merged.commit)
             for gid in ids:
