@@ -45,7 +45,8 @@ _survive_stray_connections()
 tool_specs()
 for _event in vars(progress).values():  # a worker's events: each builds its schema on first use
     if isinstance(_event, type) and issubclass(_event, BaseEvent) and "type" in _event.model_fields:
-        _event.model_rebuild(force=True)
+        with contextlib.suppress(Exception):  # then built on first use, as without the preload
+            _event.model_rebuild(force=True)
 for _path in list_resources("prompts").values():
     with contextlib.suppress(OSError):  # unreadable: the worker that needs it will say so
         compile_template(_path.read_text(encoding="utf-8"))

@@ -16,9 +16,6 @@ import sys
 from agentrun import preload_sandbox
 from agentrun.providers.warm_up import ADAPTERS, warm_up
 
-_tls = sys.modules.get("agentrun.preload_tls")
-if _tls is not None:  # the context made beside the SDK's import, if it was
-    _tls.wait()
 for _name in ADAPTERS:
     if _name in sys.modules:
         with contextlib.suppress(Exception):  # a preload must never keep workers from starting

@@ -38,8 +38,7 @@ _STARTUP_NAMES = {"LANG", "TZ"}
 # a script; the worker pool's set-up (which asks, once, whether bubblewrap works: a cached
 # answer would hide a test's own PATH)
 _NOT_PRELOADED = ("agentrun.__main__", "agentrun.preload", "agentrun.preload_sandbox",
-                  "agentrun.preload_clients", "agentrun.preload_provider",
-                  "agentrun.preload_tls")
+                  "agentrun.preload_clients", "agentrun.preload_provider")
 
 
 # --- the launcher process -------------------------------------------------------------------

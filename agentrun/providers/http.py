@@ -22,8 +22,6 @@ import threading
 from types import ModuleType
 from typing import Any
 
-# the HTTP libraries the SDKs' clients are built on (`http_library` tells which one an SDK uses)
-LIBRARIES = ("httpx2", "httpx")
 _contexts: dict[tuple[str, str | None, str | None], Any] = {}
 _lock = threading.Lock()
 

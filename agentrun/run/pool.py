@@ -65,7 +65,7 @@ def _preload_list(provider: str | None) -> list[str]:
     sdk = preload_modules(provider) if provider else ["agentrun.preload_provider"]
     return ["agentrun.preload_sandbox", "agentrun.preload", __name__,
             *telemetry.preload_modules(),  # tracing on: its SDK too
-            *(["agentrun.preload_tls", *sdk] if sdk else []),  # its TLS context made beside it
+            *sdk,
             "agentrun.preload_clients"]  # one call through the SDK, answered in memory
 
 
