@@ -20,6 +20,8 @@ configuration can give it:
 
 from __future__ import annotations
 
+import functools
+import re
 import subprocess
 from pathlib import Path
 
@@ -97,6 +99,13 @@ def git(*args: str, cwd: Path, check: bool = True, env: dict[str, str] | None = 
     if check and proc.returncode != 0:
         raise GitError(list(args), proc.returncode, proc.stderr, Path(cwd))
     return proc.stdout.rstrip("\n")
+
+
+@functools.cache
+def version() -> tuple[int, ...]:
+    """The installed git's version, such as (2, 39, 5); () when it does not say."""
+    found = re.search(r"(\d+)\.(\d+)", git("--version", cwd=Path("/")))
+    return (int(found.group(1)), int(found.group(2))) if found else ()
 
 
 def split_z(output: str) -> list[str]:

@@ -6,6 +6,9 @@ writes is checked against the checkout (`in_the_way`): git would overwrite or de
 untracked or ignored file there, and the user owns it (docs/security.md, "Landing never
 overwrites or deletes the user's untracked or ignored files"). A refused or conflicting merge
 is aborted, leaving the checkout as it was.
+
+Branches that may land at the same moment (workers of a wave often end together) land as a
+train (`merge_train`): the same merge commits, made without the checkout, which then moves once.
 """
 
 from __future__ import annotations
@@ -17,8 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrun.core.errors import AgentrunError
-from agentrun.gitcli import GitError, git, run_git, split_z
+from agentrun.gitcli import GitError, git, run_git, split_z, version
 from agentrun.workspace import head_commit, resolve_ref, tree_changes
+
+# `git merge-tree --write-tree`: a merge computed without touching the checkout
+_MERGE_TREE = (2, 38)
+# a git operation in progress in the checkout (a merge train leaves the checkout to `git merge`)
+_IN_PROGRESS = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "rebase-merge", "rebase-apply")
 
 
 @dataclass(frozen=True)
@@ -66,7 +74,7 @@ def merge_branch(root: Path, branch: str, message: str, head: str | None = None,
         return MergeResult(True, after, [], f"merged {branch}")
     conflicts = split_z(git("diff", "--name-only", "--diff-filter=U", "-z", cwd=root,
                             check=False))
-    if resolve_ref(root, "MERGE_HEAD") is not None:
+    if resolve_ref(root, "MERGE_HEAD") == tip:  # this merge's, never a merge of the user's
         git("merge", "--abort", cwd=root)
     if head_commit(root) != before:
         raise AgentrunError(f"a failed merge of {branch} moved HEAD of {root} from {before}",
@@ -76,6 +84,82 @@ def merge_branch(root: Path, branch: str, message: str, head: str | None = None,
     else:
         text = f"git refused to merge {branch}: {(proc.stderr or proc.stdout).strip()}"
     return MergeResult(False, None, sorted(conflicts), text)
+
+
+@dataclass(frozen=True)
+class Landing:
+    """One branch of a merge train: its name (for messages), the verified commit that merges
+    and the merge commit's message."""
+
+    branch: str
+    tip: str
+    message: str
+
+
+def merge_train(root: Path, landings: list[Landing], head: str) -> list[MergeResult]:
+    """Merge several branches at once, in their order, each with a merge commit of its own:
+    the history `merge_branch` makes one by one, at a fraction of its cost.
+
+    git computes each merge without the checkout (`git merge-tree`), each merge commit is made
+    on the one before, and the checkout moves once, from `head` to the last of them, as `git
+    checkout` moves it: a file the user changed there, or any file in the way, refuses the move
+    before anything changes. Then the branch moves, only if it is still at `head`. The train
+    runs only in the plain case and stops at the first branch it cannot merge cleanly: it
+    returns the results of the branches it merged (a prefix of `landings`, none when the
+    checkout is not plain), and `merge_branch` takes the rest, with all its care.
+    """
+    if len(landings) < 2 or version() < _MERGE_TREE or not _plain(root):
+        return []
+    commits: list[str] = []
+    prev, prev_tree = head, git("rev-parse", "--verify", "--end-of-options", f"{head}^{{tree}}",
+                                cwd=root)
+    for landing in landings:
+        merged = run_git("merge-tree", "--write-tree", "--no-messages", "-z",
+                         "--end-of-options", prev, landing.tip, cwd=root)
+        tree = split_z(merged.stdout)[0] if merged.returncode == 0 and merged.stdout else ""
+        if not tree or tree == prev_tree:  # a conflict, no merge base, or nothing new (merged
+            break  # already, perhaps): `git merge` says which, and does what it does
+        prev = git("commit-tree", "-p", prev, "-p", landing.tip, "-m",
+                   _cleaned(landing.message), "--end-of-options", tree, cwd=root)
+        prev_tree = tree
+        commits.append(prev)
+    if len(commits) < 2:
+        return []  # one merge: `merge_branch` costs no more, and says more
+    written = [c.path for c in tree_changes(root, head, prev) if c.status != "D"]
+    if in_the_way(root, written):
+        return []  # `merge_branch` refuses the branch that writes there, by name
+    if run_git("read-tree", "-m", "-u", head, prev, cwd=root).returncode != 0:
+        return []  # a file the user changed is in the way: nothing moved
+    moved = run_git("update-ref", "-m", "merge: a merge train", "--stdin", cwd=root,
+                    stdin=f"update HEAD {prev} {head}\nupdate ORIG_HEAD {commits[-2]}\n")
+    if moved.returncode != 0:
+        run_git("read-tree", "-m", "-u", prev, head, cwd=root)  # the checkout back as it was
+        raise AgentrunError(
+            f"the branch checked out at {root} moved while a merge train landed on it",
+            hint=f"inspect the repository; its branch was at {head} before the train")
+    return [MergeResult(True, commit, [], f"merged {landing.branch}")
+            for landing, commit in zip(landings, commits, strict=False)]
+
+
+def _cleaned(message: str) -> str:
+    """A message as `git merge -m` records it (`git stripspace`): no trailing blanks, no blank
+    lines first, last or twice in a row."""
+    lines: list[str] = []
+    for line in message.splitlines():
+        line = line.rstrip()
+        if line or (lines and lines[-1]):
+            lines.append(line)
+    return "\n".join(lines).rstrip("\n")
+
+
+def _plain(root: Path) -> bool:
+    """Whether the checkout has nothing staged and no git operation in progress: all a merge
+    train may meet (`git merge` refuses the rest in words of its own)."""
+    if run_git("diff-index", "--cached", "--quiet", "HEAD", "--", cwd=root).returncode != 0:
+        return False
+    paths = git("rev-parse", *(a for name in _IN_PROGRESS for a in ("--git-path", name)),
+                cwd=root).splitlines()
+    return not any((root / path).exists() for path in paths)
 
 
 def _written(root: Path, before: str, branch: str) -> list[str]:

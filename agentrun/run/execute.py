@@ -63,7 +63,7 @@ def execute(batches: list[Batch], base: str, backend: WorkerBackend, *,
             not_started: Callable[[Batch], None], gate: Gate | None = None,
             read_ahead: Callable[[Delivery], None] | None = None) -> Results:
     """Run `batches` from commit `base`; returns the verified results by batch id, calling
-    `on_result` each time one arrives. On cancel (or once `gate` closes) no further batch
+    `on_result` each time results arrive. On cancel (or once `gate` closes) no further batch
     starts: each is passed to `not_started` once the running ones have ended. Of results
     that arrive together, all but the first are given to `read_ahead` before the first is
     verified, so that their checks can start while it is verified and landed."""
@@ -92,6 +92,7 @@ def execute(batches: list[Batch], base: str, backend: WorkerBackend, *,
             for batch_id, delivery in arrived:
                 results[batch_id] = verify(delivery)
                 del running[batch_id]
+            if arrived:  # together: their work may land together
                 on_result(results)
             limit = 1 if backend.sequential else wanted
             if running and (stopping or not (pending and len(running) < limit)):

@@ -64,19 +64,11 @@ class Lander:
                 g.error = NOT_LANDED.format(why="its branch was switched or reset")
             self.record.save()
             return False
-        message = f"Merge {self.spec_id} {', '.join(ids)}"
-        titles = [self.state.groups[g].title for g in ids if self.state.groups[g].title]
-        if titles:
-            message += f": {'; '.join(titles)}"
         started = round(time.time(), 3)  # the merge's span in traces and the report
-        merged = merging.merge_branch(self.root, result.branch or "", message,
+        merged = merging.merge_branch(self.root, result.branch or "", self._message(ids),
                                       head=self.target.head or None, tip=result.commits[-1])
         if merged.ok:
-            self.target.left_at(merged.commit)
-            for gid in ids:
-                self.state.groups[gid].merge_commit = merged.commit
-            self.record.emit(MergedEvent(batch=batch_id, commit=merged.commit,
-                                         started=started))
+            self._merged(batch_id, ids, merged.commit, started)
         else:
             for gid in ids:
                 g = self.state.groups[gid]
@@ -90,6 +82,42 @@ class Lander:
                                                 started=started))
         self.record.save()
         return merged.ok
+
+    def land_train(self, batches: list[Batch], results: dict[str, WorkerResult]) -> int:
+        """Merge a run of finished batches at once, in their order, each with its own merge
+        commit (`merging.merge_train`); returns how many merged so, from the first. The
+        caller lands the others one by one: a batch with nothing to merge, or not complete,
+        ends the train before it, and so does anything the train cannot merge plainly."""
+        train: list[tuple[Batch, WorkerResult]] = []
+        for batch in batches:
+            result = results[batch.id]
+            if not (Status(result.status).landed_work and result.commits):
+                break
+            train.append((batch, result))
+        if len(train) < 2 or self.cancel.is_set() or not self.target.ready():
+            return 0  # (a moved target: `merge` says so, for each batch)
+        started = round(time.time(), 3)
+        merged = merging.merge_train(self.root, [
+            merging.Landing(result.branch or "", result.commits[-1],
+                            self._message(result.groups)) for _, result in train],
+            self.target.head)
+        for (batch, result), outcome in zip(train, merged, strict=False):
+            self._merged(batch.id, result.groups, outcome.commit, started)
+        if merged:
+            self.record.save()
+        return len(merged)
+
+    def _message(self, ids: list[str]) -> str:
+        message = f"Merge {self.spec_id} {', '.join(ids)}"
+        titles = [self.state.groups[g].title for g in ids if self.state.groups[g].title]
+        return f"{message}: {'; '.join(titles)}" if titles else message
+
+    def _merged(self, batch_id: str, ids: list[str], commit: str | None,
+                started: float) -> None:
+        self.target.left_at(commit)
+        for gid in ids:
+            self.state.groups[gid].merge_commit = commit
+        self.record.emit(MergedEvent(batch=batch_id, commit=commit, started=started))
 
     def clean_up(self, batches: list[Batch]) -> None:
         """Remove merged batches' worktrees and branches; keep any other (and say where), so
@@ -160,6 +188,15 @@ class WaveLanding:
         self.done: list[Batch] = []  # every batch that had a result, merged or not
 
     def land_ready(self, results: dict[str, WorkerResult]) -> None:
+        ready = []  # the batches that may land now, in landing order
+        for batch in self.queue:
+            if batch.id not in results:
+                break
+            ready.append(batch)
+        trained = self.lander.land_train(ready, results) if len(ready) > 1 else 0
+        for batch in ready[:trained]:
+            self._landed(batch)
+        del self.queue[:trained]
         while self.queue and self.queue[0].id in results:
             self._land(self.queue.pop(0), results)
 
@@ -178,8 +215,13 @@ class WaveLanding:
         self.lander.clean_up(self.done)
 
     def _land(self, batch: Batch, results: dict[str, WorkerResult]) -> None:
-        self.done.append(batch)
         if self.lander.land(batch, results[batch.id]):
-            self.landed.append(batch)
-            if self.remove_early and self.lander.landed_whole(batch):
-                self.lander.remove_soon(batch)
+            self._landed(batch)
+        else:
+            self.done.append(batch)
+
+    def _landed(self, batch: Batch) -> None:
+        self.done.append(batch)
+        self.landed.append(batch)
+        if self.remove_early and self.lander.landed_whole(batch):
+            self.lander.remove_soon(batch)
