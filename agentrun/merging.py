@@ -101,9 +101,10 @@ def merge_train(root: Path, landings: list[Landing], head: str) -> list[MergeRes
     the history `merge_branch` makes one by one, at a fraction of its cost.
 
     git computes each merge without the checkout (`git merge-tree`), each merge commit is made
-    on the one before, and the checkout moves once, from `head` to the last of them, as `git
-    checkout` moves it: a file the user changed there, or any file in the way, refuses the move
-    before anything changes. Then the branch moves, only if it is still at `head`. The train
+    on the one before; the branch moves to the last of them, only if it is still at `head`,
+    and the checkout once, from `head` to there, as `git checkout` moves it: a file the user
+    changed there, or any file in the way, refuses the move before anything changes (and the
+    branch goes back). The train
     runs only in the plain case and stops at the first branch it cannot merge cleanly: it
     returns the results of the branches it merged (a prefix of `landings`, none when the
     checkout is not plain), and `merge_branch` takes the rest, with all its care.
@@ -128,17 +129,26 @@ def merge_train(root: Path, landings: list[Landing], head: str) -> list[MergeRes
     written = [c.path for c in tree_changes(root, head, prev) if c.status != "D"]
     if in_the_way(root, written):
         return []  # `merge_branch` refuses the branch that writes there, by name
+    # the branch first, only if it is still at `head` (a commit of the user's meanwhile: the
+    # one-by-one way lands on it); then the checkout, or the branch back if git refuses
+    if not _move(root, head, prev, commits[-2]):
+        return []
     if run_git("read-tree", "-m", "-u", head, prev, cwd=root).returncode != 0:
+        if not _move(root, prev, head, head):
+            raise AgentrunError(
+                f"the branch checked out at {root} moved while a merge train landed on it",
+                hint=f"inspect the repository; its branch was at {head} before the train")
         return []  # a file the user changed is in the way: nothing moved
-    moved = run_git("update-ref", "-m", "merge: a merge train", "--stdin", cwd=root,
-                    stdin=f"update HEAD {prev} {head}\nupdate ORIG_HEAD {commits[-2]}\n")
-    if moved.returncode != 0:
-        run_git("read-tree", "-m", "-u", prev, head, cwd=root)  # the checkout back as it was
-        raise AgentrunError(
-            f"the branch checked out at {root} moved while a merge train landed on it",
-            hint=f"inspect the repository; its branch was at {head} before the train")
     return [MergeResult(True, commit, [], f"merged {landing.branch}")
             for landing, commit in zip(landings, commits, strict=False)]
+
+
+def _move(root: Path, old: str, new: str, orig_head: str) -> bool:
+    """Move the checked-out branch from `old` to `new` and ORIG_HEAD to `orig_head`, at once
+    and only if the branch is still at `old`."""
+    return run_git("update-ref", "-m", "merge: a merge train", "--stdin", cwd=root,
+                   stdin=f"update HEAD {new} {old}\nupdate ORIG_HEAD {orig_head}\n"
+                   ).returncode == 0
 
 
 def _cleaned(message: str) -> str:

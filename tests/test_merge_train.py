@@ -176,3 +176,19 @@ def test_work_merged_already_is_not_merged_again(tmp_path, merges):
     assert subjects == ["Merge SPEC-T G3: G3's title", "Merge SPEC-T G1: G1's title",
                         "G2 by hand"]
     assert t.state.groups["G2"].merge_commit is None
+
+
+def test_a_commit_of_the_users_during_the_train_leaves_everything_to_the_one_by_one_way(
+        tmp_path):
+    t = Repo(tmp_path)
+    _, results = _landing(t)
+    landings = [merging.Landing(r.branch or "", r.commits[-1], f"m {g}")
+                for g, r in results.items()]
+    seen = head(t.root)  # what the target check saw
+    mine = commit_files(t.root, {"mine.txt": "mine\n"}, "the user's commit, meanwhile")
+    assert merging.merge_train(t.root, landings, seen) == []
+    assert head(t.root) == mine and run_git(t.root, "status", "--porcelain") == ""
+    assert not (t.root / "G1.txt").exists()  # the checkout did not move either
+    # the control: seen as it is now, the train lands all three on the user's commit
+    assert len(merging.merge_train(t.root, landings, mine)) == 3
+    assert run_git(t.root, "merge-base", "--is-ancestor", mine, "HEAD") == ""
