@@ -103,7 +103,8 @@ def git(*args: str, cwd: Path, check: bool = True, env: dict[str, str] | None = 
 
 @functools.cache
 def version() -> tuple[int, ...]:
-    """The installed git's version, such as (2, 39, 5); () when it does not say."""
+    """The installed git's version, major and minor, such as (2, 39); () when it does not
+    say."""
     found = re.search(r"(\d+)\.(\d+)", git("--version", cwd=Path("/")))
     return (int(found.group(1)), int(found.group(2))) if found else ()
 

@@ -21,12 +21,13 @@ from pathlib import Path
 
 from agentrun.core.errors import AgentrunError
 from agentrun.gitcli import GitError, git, run_git, split_z, version
+from agentrun.gitlock import IN_PROGRESS
 from agentrun.workspace import head_commit, resolve_ref, tree_changes
 
 # `git merge-tree --write-tree`: a merge computed without touching the checkout
 _MERGE_TREE = (2, 38)
 # a git operation in progress in the checkout (a merge train leaves the checkout to `git merge`)
-_IN_PROGRESS = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "rebase-merge", "rebase-apply")
+_IN_PROGRESS = (*IN_PROGRESS, "rebase-merge", "rebase-apply")
 
 
 @dataclass(frozen=True)
@@ -104,10 +105,10 @@ def merge_train(root: Path, landings: list[Landing], head: str) -> list[MergeRes
     on the one before; the branch moves to the last of them, only if it is still at `head`,
     and the checkout once, from `head` to there, as `git checkout` moves it: a file the user
     changed there, or any file in the way, refuses the move before anything changes (and the
-    branch goes back). The train
-    runs only in the plain case and stops at the first branch it cannot merge cleanly: it
-    returns the results of the branches it merged (a prefix of `landings`, none when the
-    checkout is not plain), and `merge_branch` takes the rest, with all its care.
+    branch goes back). The train runs only in the plain case and stops at the first branch it
+    cannot merge cleanly: it returns the results of the branches it merged (a prefix of
+    `landings`, none when the checkout is not plain), and `merge_branch` takes the rest, with
+    all its care.
     """
     if len(landings) < 2 or version() < _MERGE_TREE or not _plain(root):
         return []
