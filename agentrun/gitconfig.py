@@ -183,6 +183,13 @@ def identity_env(cwd: Path | str) -> dict[str, str]:
     return env
 
 
+def read_user_settings() -> None:
+    """Read the user's settings now, ahead of the first git command: the worker pool's server
+    does (agentrun/preload.py), and every worker it starts inherits them, checked against
+    their files' content and the environment as any remembered read is."""
+    _user_settings()
+
+
 def _user_settings() -> _Settings:
     """The user's settings that agentrun's git keeps, from the system and global config files
     and the environment (`GIT_CONFIG_COUNT`, `-c` of an enclosing git): `safe.directory`

@@ -5,7 +5,8 @@ first worker is forked. Importing the worker code, generating the tools' argumen
 compiling the packaged prompt templates would otherwise cost every worker process tens of
 milliseconds of CPU, and on a small machine the workers of a wave compete for it. So would
 building the validators of the progress events every worker emits (they are built on first use,
-to keep the command line's start quick).
+to keep the command line's start quick), and so would a git process per worker reading the
+user's git settings.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from multiprocessing import reduction
 import agentrun.attempts
 import agentrun.providers.scripted
 import agentrun.worker  # noqa: F401 - imported to be inherited by every worker
+from agentrun import gitconfig
 from agentrun.agent.prompts import compile_template
 from agentrun.core.events import progress
 from agentrun.core.events.base import BaseEvent
@@ -47,6 +49,8 @@ for _event in vars(progress).values():  # a worker's events: each builds its sch
     if isinstance(_event, type) and issubclass(_event, BaseEvent) and "type" in _event.model_fields:
         with contextlib.suppress(Exception):  # then built on first use, as without the preload
             _event.model_rebuild(force=True)
+with contextlib.suppress(Exception):  # no git here: each worker will say so
+    gitconfig.read_user_settings()
 for _path in list_resources("prompts").values():
     with contextlib.suppress(OSError):  # unreadable: the worker that needs it will say so
         compile_template(_path.read_text(encoding="utf-8"))

@@ -22,7 +22,7 @@ from agentrun import telemetry, workspace, worktrees
 from agentrun.agent.allowance import Allowance
 from agentrun.agent.definitions import load_agent
 from agentrun.agent.prompts import render_worker_assignment
-from agentrun.agent.snapshots import Snapshot, checkout_snapshot
+from agentrun.agent.snapshots import Snapshot, worker_start
 from agentrun.agent.terminator import limits_for
 from agentrun.agent.transcript import Transcript
 from agentrun.attempts import AgentOutcome, run_attempts
@@ -54,7 +54,7 @@ from agentrun.sandbox.choice import make_sandbox
 from agentrun.tools.base import CommandPolicy
 from agentrun.tools.environment import discard_private_home
 from agentrun.worktree_setup import LOG_NAME, prepare_worktree
-from agentrun.worktrees import index_path, populate_worktree
+from agentrun.worktrees import populate_worktree
 
 # the coding-agent CLIs a worker can drive, by executor name
 CLI_EXECUTORS = {"claude-code": claude_code, "codex": codex}
@@ -105,13 +105,15 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
             raise sandbox
         # the orchestrator creates worktrees without files, to be quick; a fresh checkout is
         # HEAD exactly, which spares the first attempt's snapshot a scan of every file
-        if assignment.setup is None and not index_path(worktree).exists():
+        fresh, index = worker_start(worktree)
+        # an index: a resumed worker keeps what is there
+        start: Snapshot | None = None if index.exists() else fresh
+        if start is not None and assignment.setup is None:
             # the files are checked out while the first model call is made: that call needs
             # none, and every tool call waits for them (AgentTask.files_ready)
-            checkout.start(worktree)
-            start: Snapshot | None = checkout_snapshot(worktree)
-        else:
-            start = checkout_snapshot(worktree) if populate_worktree(worktree) else None
+            checkout.start(worktree, index)
+        elif start is not None:
+            populate_worktree(worktree, index)
         if assignment.setup is not None:  # before any model call: a failure fails the batch
             set_up(assignment, progress)
             start = None  # no longer HEAD exactly: the first attempt takes its own snapshot
@@ -154,11 +156,11 @@ class BackgroundCheckout:
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None
 
-    def start(self, worktree: Path) -> None:
+    def start(self, worktree: Path, index: Path | None = None) -> None:
         def run() -> None:
             _yield_cpu()
             try:
-                populate_worktree(worktree)
+                populate_worktree(worktree, index)
             except BaseException as exc:  # noqa: BLE001 - raised where the files are needed
                 self.error = exc
 
@@ -284,7 +286,8 @@ def _result_from_git(a: Assignment, outcome: AgentOutcome, model: str,
     if Status(outcome.status).landed_work:
         ids = ", ".join(g.id for g in a.groups)
         title = "; ".join(g.title for g in a.groups if g.title) or "changes"
-        worktrees.commit_all(worktree, f"{a.spec_id} {ids}: {title}\n\n{outcome.summary}".strip())
+        worktrees.commit_changes(worktree,
+                                 f"{a.spec_id} {ids}: {title}\n\n{outcome.summary}".strip())
     commits = workspace.commits_since(worktree, a.base_commit)
     created, modified, deleted = workspace.changed_files(worktree, a.base_commit, "HEAD")
     return _base_result(

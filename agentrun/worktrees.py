@@ -79,13 +79,14 @@ def index_path(worktree: Path) -> Path:
     return Path(worktree) / git("rev-parse", "--git-path", "index", cwd=worktree)
 
 
-def populate_worktree(worktree: Path) -> bool:
+def populate_worktree(worktree: Path, index: Path | None = None) -> bool:
     """Check out HEAD's files into a worktree created with `checkout=False`.
 
-    Does nothing (and returns False) when the worktree already has an index, i.e. it was
-    checked out before: a resumed worker keeps what is there.
+    Does nothing (and returns False) when the worktree already has an index (at `index`, if
+    the caller knows where), i.e. it was checked out before: a resumed worker keeps what is
+    there.
     """
-    if index_path(worktree).exists():
+    if (index or index_path(worktree)).exists():
         return False
     git("read-tree", "-u", "--reset", "HEAD", cwd=worktree)
     _settle_index(worktree)
@@ -115,16 +116,31 @@ def _settle_index(worktree: Path) -> None:
 
 
 def forget_worktree(root: Path, path: Path) -> None:
-    """Make git forget the worktree at `path`, whose directory is gone: exactly that one. A
-    bare `git worktree prune` would also forget every worktree of the user's whose disk is
-    not mounted right now (an offline or removable drive), and it would lose its link to
-    the repository."""
-    wanted = {str(path), str(Path(path).resolve())}
+    """Make git forget the worktree at `path`, whose directory is gone: exactly that one."""
+    error = forget_worktrees(root, [path]).get(path)
+    if error is not None:
+        raise error
+
+
+def forget_worktrees(root: Path, paths: list[Path]) -> dict[Path, GitError]:
+    """Make git forget the worktrees at `paths`, whose directories are gone: exactly those,
+    with one listing for all. A bare `git worktree prune` would also forget every worktree of
+    the user's whose disk is not mounted right now (an offline or removable drive), and it
+    would lose its link to the repository. Returns the paths git could not forget."""
+    if not paths:
+        return {}
     listed = [line[len("worktree "):] for line in
               git("worktree", "list", "--porcelain", "-z", cwd=root).split("\0")
-              if line.startswith("worktree ")]
-    for known in (p for p in listed[1:] if p in wanted):  # never the main worktree
-        git("worktree", "remove", "--force", known, cwd=root)
+              if line.startswith("worktree ")][1:]  # never the main worktree
+    errors: dict[Path, GitError] = {}
+    for path in paths:
+        wanted = {str(path), str(Path(path).resolve())}
+        for known in (p for p in listed if p in wanted):
+            try:
+                git("worktree", "remove", "--force", known, cwd=root)
+            except GitError as exc:
+                errors[path] = exc
+    return errors
 
 
 def _checkout_of(root: Path, branch: str) -> Path | None:
@@ -140,33 +156,77 @@ def _checkout_of(root: Path, branch: str) -> Path | None:
 
 def remove_worktree(root: Path, wt: Worktree, *, delete_branch: bool = True) -> None:
     """Delete the worktree directory (even with uncommitted changes) and, by default, its
-    branch.
+    branch: `detach_worktrees`, then `delete_aside`."""
+    [detached] = detach_worktrees(root, [wt], delete_branch=delete_branch)
+    if detached.error is not None:
+        raise detached.error
+    if detached.aside is not None:
+        delete_aside(root, wt, detached.aside)
 
-    Only git's bookkeeping runs under the worktree lock: a linked worktree's directory is
-    renamed aside there (milliseconds) and its files are deleted after the lock is released,
-    so that removals of several worktrees overlap (deleting thousands of files waits on the
-    disk, not on the CPU)."""
+
+@dataclass(frozen=True)
+class Detached:
+    """One worktree of `detach_worktrees`: `aside`, where its folder waits to be deleted
+    (None: nothing to delete), or `error`, why git could not forget it or its branch."""
+
     aside: Path | None = None
+    error: Exception | None = None
+
+
+def detach_worktrees(root: Path, wts: list[Worktree], *,
+                     delete_branch: bool = True) -> list[Detached]:
+    """Git's part of removing worktrees, for all of `wts` under one hold of the worktree lock:
+    each linked worktree's folder is renamed aside (milliseconds) and forgotten, and their
+    branches go in one `git branch -D`. The caller deletes the folders aside (`delete_aside`)
+    after the lock is released, so that the removals of several worktrees overlap (deleting
+    thousands of files waits on the disk, not on the CPU). One entry per worktree, in order:
+    a failure stops only that worktree's removal."""
+    out: dict[int, Detached] = {}
     with worktree_lock(root):
-        if (wt.path / ".git").is_file():  # a linked worktree (the main one has a directory)
-            aside = wt.path.with_name(f".{wt.path.name}{REMOVING}{os.getpid()}")
-            os.rename(wt.path, aside)
-            forget_worktree(root, wt.path)  # its directory is gone (aside)
-        elif wt.path.exists():
-            git("worktree", "remove", "--force", str(wt.path), cwd=root)
-        else:
-            forget_worktree(root, wt.path)  # the directory someone deleted
+        forget: dict[Path, int] = {}
+        for i, wt in enumerate(wts):
+            try:
+                if (wt.path / ".git").is_file():  # linked (the main one has a directory)
+                    aside = wt.path.with_name(f".{wt.path.name}{REMOVING}{os.getpid()}")
+                    os.rename(wt.path, aside)
+                    out[i], forget[wt.path] = Detached(aside), i  # its directory is gone
+                elif wt.path.exists():
+                    git("worktree", "remove", "--force", str(wt.path), cwd=root)
+                    out[i] = Detached()
+                else:  # the directory someone deleted
+                    out[i], forget[wt.path] = Detached(), i
+            except (GitError, OSError) as exc:
+                out[i] = Detached(error=exc)
+        for path, refused in forget_worktrees(root, list(forget)).items():
+            out[forget[path]] = Detached(error=refused)  # its folder stays aside: swept later
         if delete_branch:
-            proc = run_git("branch", "-D", wt.branch, cwd=root)
-            if proc.returncode != 0 and branch_exists(root, wt.branch):
-                raise GitError(["branch", "-D", wt.branch], proc.returncode, proc.stderr,
-                               Path(root))
-    if aside is not None:
-        try:
-            _delete_tree(aside)
-        except OSError as exc:
-            raise GitError(["worktree", "remove", "--force", str(wt.path)], 1, str(exc),
-                           Path(root)) from None
+            _delete_branches(root, wts, out)
+    return [out[i] for i in range(len(wts))]
+
+
+def _delete_branches(root: Path, wts: list[Worktree], out: dict[int, Detached]) -> None:
+    """Delete the branches of the worktrees git forgot, in one command; a branch that is
+    still there afterwards fails its worktree's removal."""
+    mine = {i: wt.branch for i, wt in enumerate(wts) if out[i].error is None and wt.branch}
+    if not mine:
+        return
+    args = ["branch", "-D", *dict.fromkeys(mine.values())]
+    proc = run_git(*args, cwd=root)
+    if proc.returncode == 0:
+        return
+    for i, branch in mine.items():
+        if branch_exists(root, branch):
+            out[i] = Detached(error=GitError(args, proc.returncode, proc.stderr, Path(root)))
+
+
+def delete_aside(root: Path, wt: Worktree, aside: Path) -> None:
+    """Delete the folder `detach_worktrees` renamed aside for `wt` (a GitError says which
+    worktree could not be removed)."""
+    try:
+        _delete_tree(aside)
+    except OSError as exc:
+        raise GitError(["worktree", "remove", "--force", str(wt.path)], 1, str(exc),
+                       Path(root)) from None
 
 
 def _delete_tree(path: Path) -> None:
@@ -177,23 +237,29 @@ def _delete_tree(path: Path) -> None:
 
 def commit_all(worktree: Path, message: str) -> str | None:
     """Stage everything (new, changed, deleted; .gitignore respected) and commit it.
+    Returns the new sha, or None when there was nothing to commit (`commit_changes`)."""
+    return head_commit(worktree) if commit_changes(worktree, message) else None
+
+
+def commit_changes(worktree: Path, message: str) -> bool:
+    """Stage everything (new, changed, deleted; .gitignore respected) and commit it; False
+    when there was nothing to commit.
 
     Uses the git CLI, which keeps COMMIT_EDITMSG per worktree. No hook runs (`gitconfig`); a
     nested repository the worker made is staged as what it is, a gitlink, which the merge
-    policy then refuses by name. Returns the new sha, or None when there was nothing to
-    commit.
+    policy then refuses by name.
     """
     if not message.strip():
         raise ValueError("commit message must not be empty")
     stage_all(worktree)
     staged = run_git("diff", "--cached", "--quiet", cwd=worktree)
     if staged.returncode == 0:
-        return None
+        return False
     if staged.returncode != 1:
         raise GitError(["diff", "--cached", "--quiet"], staged.returncode, staged.stderr,
                        Path(worktree))
     git("commit", "--quiet", "--no-verify", "-m", message, cwd=worktree)
-    return head_commit(worktree)
+    return True
 
 
 def stage_all(tree: Path, env: dict[str, str] | None = None) -> None:

@@ -203,3 +203,35 @@ def test_what_merges_is_the_commit_that_was_verified(tmp_path):
     assert run_git(t.root, "rev-parse", g1.branch or "") == late
     assert merging.merge_branch(t.root, g1.branch or "", "by name").ok
     assert (t.root / "late.txt").exists()
+
+
+def test_workers_inherit_the_users_git_settings_from_the_pool_server(tmp_path):
+    """The server's preload reads them; a worker (a fork of it) then starts no git for them,
+    unless the user's config changed since, which it sees."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Before\n")
+    check = ("import os, sys\n"
+             "import {module}\n"
+             "from agentrun import gitconfig\n"
+             "spawn, reads = gitconfig.spawn_git, []\n"
+             "gitconfig.spawn_git = lambda *a: (reads.append(a[0]), spawn(*a))[1]\n"
+             "if os.fork() == 0:\n"
+             "    if sys.argv[1]:\n"
+             "        open(os.path.expanduser('~/.gitconfig'), 'a').write(sys.argv[1])\n"
+             "    names = dict(gitconfig.identity_env('/')).get('GIT_AUTHOR_NAME')\n"
+             "    print(len([r for r in reads if '--show-origin' not in r]), names)\n"
+             "    sys.stdout.flush()\n"
+             "    os._exit(0)\n"
+             "os.wait()\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "XDG_"))}
+    env.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1")
+
+    def worker_reads(module: str, change: str = "") -> str:
+        return subprocess.run([sys.executable, "-c", check.format(module=module), change],
+                              capture_output=True, text=True, check=True, env=env,
+                              cwd=tmp_path).stdout.strip()
+
+    assert worker_reads("agentrun.worker") == "1 Before"  # the control: the worker reads them
+    assert worker_reads("agentrun.preload") == "0 Before"
+    assert worker_reads("agentrun.preload", "\tname = After\n") == "1 After"

@@ -5,10 +5,12 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
 from gitutil import head, run_git, status
 from runkit import make_project, spec_text
 
-from agentrun.core.events import BaseEvent, KeptWorktreeEvent
+from agentrun import gitcli, worktrees
+from agentrun.core.events import BaseEvent, KeptWorktreeEvent, WarningEvent
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import Status
 from agentrun.plan import Batch
@@ -139,3 +141,138 @@ def test_without_a_check_of_the_wave_a_worktree_goes_as_its_work_lands(tmp_path)
 
 def landed_ids(batches: list[Batch]) -> list[str]:
     return [b.id for b in batches]
+
+
+class GitCalls:
+    """The git subcommands started through agentrun's runner, as `sub args...` strings."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.seen: list[str] = []
+        spawn = gitcli.spawn_git
+
+        def counting(argv, cwd, env, stdin):
+            self.seen.append(" ".join(argv[gitcli.subcommand_at(argv):]))
+            return spawn(argv, cwd, env, stdin)
+
+        monkeypatch.setattr(gitcli, "spawn_git", counting)
+
+    def count(self, prefix: str) -> int:
+        return sum(1 for call in self.seen if call.startswith(prefix))
+
+
+def three_landed(t: Landing) -> tuple[WaveLanding, dict[str, WorkerResult]]:
+    t.state.groups.clear()
+    results = {g: t.work(g, {f"{g}.txt": g}) for g in ("G1", "G2", "G3")}
+    landing = WaveLanding(t.lander, [Batch(g, [g]) for g in results])
+    landing.land_ready(results)
+    assert landed_ids(landing.finish(results)) == ["G1", "G2", "G3"]
+    return landing, results
+
+
+def branches(t: Landing) -> str:
+    return run_git(t.root, "branch", "--list", f"agentrun/{SPEC_ID}/*")
+
+
+def test_worktrees_removed_together_cost_git_one_listing_and_one_branch_deletion(
+        tmp_path, monkeypatch):
+    t = Landing(tmp_path)
+    landing, _ = three_landed(t)
+    calls = GitCalls(monkeypatch)
+    landing.clean_up()
+    t.lander.settle()
+    assert not any((t.worktrees / g).exists() for g in ("G1", "G2", "G3"))
+    assert not list(t.worktrees.iterdir())  # no folder left aside either
+    assert branches(t) == ""
+    assert all(t.state.groups[g].worktree is None for g in ("G1", "G2", "G3"))
+    assert run_git(t.root, "worktree", "list", "--porcelain").count("worktree ") == 1
+    # each worktree is forgotten by name; the listing and the branches' deletion are shared
+    assert calls.count("worktree remove") == 3
+    assert calls.count("worktree list") == 1
+    assert calls.count("branch -D") == 1
+    assert [e.type for e in t.events] == ["merged"] * 3
+
+
+def test_a_branch_git_refuses_to_delete_fails_only_its_own_removal(tmp_path):
+    t = Landing(tmp_path)
+    landing, _ = three_landed(t)
+    # another git process holds G2's branch meanwhile: git cannot delete it
+    lock = t.root / ".git" / "refs" / "heads" / f"agentrun/{SPEC_ID}/r1/G2.lock"
+    lock.write_text("")
+    landing.clean_up()
+    t.lander.settle()
+    lock.unlink()
+    assert branches(t).split() == [f"agentrun/{SPEC_ID}/r1/G2"]  # the others are gone
+    assert t.state.groups["G1"].worktree is None and t.state.groups["G3"].worktree is None
+    assert t.state.groups["G2"].worktree == str(t.worktrees / "G2")  # the state says so
+    warnings = [e for e in t.events if isinstance(e, WarningEvent)]
+    assert len(warnings) == 1 and str(t.worktrees / "G2") in warnings[0].message
+
+
+def test_a_folder_that_cannot_be_deleted_is_a_warning_for_its_worktree_alone(
+        tmp_path, monkeypatch):
+    t = Landing(tmp_path)
+    landing, _ = three_landed(t)
+    delete = worktrees._delete_tree
+    tried: list[Path] = []
+
+    def stubborn(path: Path) -> None:
+        tried.append(path)
+        if ".G3" in path.name:
+            raise PermissionError(13, "Permission denied", str(path))
+        delete(path)
+
+    monkeypatch.setattr(worktrees, "_delete_tree", stubborn)
+    landing.clean_up()
+    t.lander.settle()
+    assert len(tried) == 3  # the control: every folder's deletion was tried
+    warnings = [e.message for e in t.events if isinstance(e, WarningEvent)]
+    assert len(warnings) == 1 and "G3" in warnings[0] and "Permission denied" in warnings[0]
+    # git has forgotten G3's worktree all the same; its folder waits aside for the next sweep
+    assert all(t.state.groups[g].worktree is None for g in ("G1", "G2", "G3"))
+    assert [p.name for p in t.worktrees.iterdir()] == [tried[-1].name] == [
+        p.name for p in tried if ".G3" in p.name]
+    assert branches(t) == ""
+
+
+def test_the_run_reports_while_the_removed_folders_are_deleted(tmp_path, monkeypatch):
+    t = Landing(tmp_path)
+    landing, _ = three_landed(t)
+    delete, release = worktrees._delete_tree, threading.Event()
+
+    def slow(path: Path) -> None:
+        release.wait(30)
+        delete(path)
+
+    monkeypatch.setattr(worktrees, "_delete_tree", slow)
+    landing.clean_up()
+    t.lander.settle(folders=False)  # git's part only
+    asides = sorted(p.name for p in t.worktrees.iterdir())
+    assert len(asides) == 3 and all(".removing-" in a for a in asides)  # still there
+    assert all(t.state.groups[g].worktree is None for g in ("G1", "G2", "G3"))
+    assert run_git(t.root, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert branches(t) == ""
+    release.set()
+    t.lander.settle_folders()
+    assert not list(t.worktrees.iterdir())
+    assert not any(isinstance(e, WarningEvent) for e in t.events)
+
+
+def test_a_removal_that_breaks_unexpectedly_is_a_warning_not_a_hang(tmp_path, monkeypatch):
+    t = Landing(tmp_path)
+    landing, _ = three_landed(t)
+    broken: list[int] = []
+
+    def breaks(root, wts, **_):
+        broken.append(len(wts))
+        raise RuntimeError("unexpected")
+
+    monkeypatch.setattr(worktrees, "detach_worktrees", breaks)
+    landing.clean_up()
+    settled = threading.Thread(target=t.lander.settle, daemon=True)
+    settled.start()
+    settled.join(timeout=30)
+    assert broken == [3]  # the control: the removal did break
+    assert not settled.is_alive()
+    warnings = [e.message for e in t.events if isinstance(e, WarningEvent)]
+    assert len(warnings) == 3 and all("unexpected" in w for w in warnings)
+    assert all((t.worktrees / g).exists() for g in ("G1", "G2", "G3"))

@@ -27,8 +27,9 @@ from agentrun.agent.snapshots import (
     checkout_snapshot,
     restore_snapshot,
     take_snapshot,
+    worker_start,
 )
-from agentrun.worktrees import create_worktree, populate_worktree
+from agentrun.worktrees import create_worktree, index_path, populate_worktree
 
 IGNORED = ("build.log", "build/out.bin", "new.log")
 
@@ -220,6 +221,21 @@ def test_checkout_snapshot_of_a_fresh_checkout_equals_a_scan(tmp_path: Path) -> 
     run_git(wt, "checkout", "-q", "--detach")
     assert checkout_snapshot(wt) == take_snapshot(wt)
     assert checkout_snapshot(wt).branch is None
+
+
+def test_a_workers_start_knows_its_index_and_snapshot_as_the_two_calls_do(
+        tmp_path: Path) -> None:
+    repo = _project(tmp_path / "repo")
+    wt = create_worktree(repo, tmp_path / "wt", "agentrun/g1", "main", checkout=False).path
+    snap, index = worker_start(wt)
+    assert index == index_path(wt) and not index.exists()  # nothing checked out yet
+    assert populate_worktree(wt, index)
+    assert index.exists() and not populate_worktree(wt, index)
+    assert snap == checkout_snapshot(wt) == take_snapshot(wt)
+    run_git(wt, "checkout", "-q", "--detach")
+    commit_files(wt, {"README.md": "# detached\n"})
+    snap, index = worker_start(wt)
+    assert (snap, index) == (take_snapshot(wt), index_path(wt)) and snap.branch is None
 
 
 def test_restoring_a_checkout_snapshot_undoes_an_attempt(tmp_path: Path) -> None:

@@ -48,9 +48,16 @@ def take_snapshot(worktree: Path) -> Snapshot:
 def checkout_snapshot(worktree: Path) -> Snapshot:
     """The snapshot of a worktree that holds exactly HEAD's checkout, as a fresh checkout does:
     from HEAD alone, without reading a file (one git process instead of a scan)."""
-    head, tree, ref = git("rev-parse", "HEAD", "HEAD^{tree}", "--symbolic-full-name", "HEAD",
-                          cwd=worktree).split("\n")
-    return Snapshot(tree=tree, head=head, index=tree, branch=None if ref == "HEAD" else ref)
+    return worker_start(worktree)[0]
+
+
+def worker_start(worktree: Path) -> tuple[Snapshot, Path]:
+    """`checkout_snapshot`, and where the worktree's index file is (`worktrees.index_path`:
+    none there, nothing is checked out yet), both from one git process."""
+    index, head, tree, ref = git("rev-parse", "--git-path", "index", "HEAD", "HEAD^{tree}",
+                                 "--symbolic-full-name", "HEAD", cwd=worktree).split("\n")
+    return (Snapshot(tree=tree, head=head, index=tree, branch=None if ref == "HEAD" else ref),
+            Path(worktree) / index)
 
 
 def restore_snapshot(worktree: Path, snap: Snapshot) -> None:

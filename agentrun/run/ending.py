@@ -132,7 +132,9 @@ def close(run: RunEnd, interrupted: bool) -> RunState:
     The report commit lands only on the run's branch: switched away, the run is not
     complete (its work waits for `--resume` there)."""
     state = run.state
-    run.lander.settle()  # the worktree removals that ran alongside the end of the run
+    # the worktree removals that ran alongside the end of the run: git has forgotten them;
+    # their folders' deletion goes on while the reports are written
+    run.lander.settle(folders=False)
     if not interrupted and not run.target.stopped and not run.target.ready():
         state.status = scheduler.final_status(state, interrupted=False)
     progress, position = scheduler.final_position(state, interrupted)
@@ -153,6 +155,7 @@ def close(run: RunEnd, interrupted: bool) -> RunState:
         run.record.commit_report()
         run.target.left_at()
     report = run.record.write_html(control_dir(run.root, run.run_id))
+    run.lander.settle_folders()
     run.record.emit(RunDoneEvent(status=state.status, run_dir=str(run.run_dir),
                                   tokens=state.usage.total, cost_usd=state.cost_usd,
                                   report=str(report) if report else None))

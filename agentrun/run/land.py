@@ -16,10 +16,10 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrun import merging, worktrees
-from agentrun.core.errors import AgentrunError
 from agentrun.core.events import KeptWorktreeEvent, MergeConflictEvent, MergedEvent, WarningEvent
 from agentrun.core.results import WorkerResult
 from agentrun.core.status import Status, StopReason
@@ -41,8 +41,8 @@ class Lander:
         self.cancel = cancel
         self.target = target or Target(root, state, record)
         # worktree removals under way (clean_up, remove_soon), by batch; `settle` ends them
-        self.removing: dict[str, tuple[Batch, worktrees.Worktree,
-                                      Future[Exception | None]]] = {}
+        self.removing: dict[str, _Removal] = {}
+        self.deleting: list[_Removal] = []  # forgotten by git, folders still being deleted
         self._remover: ThreadPoolExecutor | None = None
 
     def land(self, batch: Batch, result: WorkerResult) -> bool:
@@ -125,6 +125,7 @@ class Lander:
         failed its merged groups: their branches are kept too). The removals run in the
         background, side by side (each waits on the disk, not the CPU), while the run goes
         on; `settle` waits for them."""
+        gone = []
         for batch in batches:
             groups = [self.state.groups[g] for g in batch.ids]
             if not groups or not groups[0].worktree or batch.id in self.removing:
@@ -134,7 +135,8 @@ class Lander:
                                                    worktree=groups[0].worktree,
                                                    branch=groups[0].branch))
                 continue
-            self.remove_soon(batch)
+            gone.append(batch)
+        self.remove_soon(*gone)
 
     def landed_whole(self, batch: Batch) -> bool:
         """Every group of `batch` complete, its work merged (or none to merge)."""
@@ -142,37 +144,87 @@ class Lander:
         return bool(groups) and all(g.status == Status.COMPLETE and
                                     (g.merge_commit or not g.commits) for g in groups)
 
-    def remove_soon(self, batch: Batch) -> None:
-        """Start removing `batch`'s worktree and branch in the background."""
-        group = self.state.groups[batch.ids[0]]
-        if not group.worktree or batch.id in self.removing:
-            return
-        wt = worktrees.Worktree(Path(group.worktree), group.branch or "",
-                                self.state.base_commit)
+    def remove_soon(self, *batches: Batch) -> None:
+        """Start removing the batches' worktrees and branches in the background: git's
+        bookkeeping for all of them at once (each of its commands takes the worktree lock
+        in turn), then their folders' deletions side by side."""
+        todo = []
+        for batch in batches:
+            group = self.state.groups[batch.ids[0]]
+            if group.worktree and batch.id not in self.removing:
+                todo.append(_Removal(batch, worktrees.Worktree(
+                    Path(group.worktree), group.branch or "", self.state.base_commit)))
+                self.removing[batch.id] = todo[-1]
+        if todo:
+            self._pool().submit(self._detach, todo)
+
+    def _pool(self) -> ThreadPoolExecutor:
         if self._remover is None:
             self._remover = ThreadPoolExecutor(max_workers=4,
                                                thread_name_prefix="agentrun-remove")
-        self.removing[batch.id] = (batch, wt, self._remover.submit(self._remove, wt))
+        return self._remover
 
-    def settle(self) -> None:
-        """Wait for the removals started so far; the state forgets each removed worktree,
-        and one that could not be removed is a warning."""
+    def settle(self, *, folders: bool = True) -> None:
+        """Wait for the removals started so far: the state forgets each worktree git has
+        forgotten, and one git could not is a warning. Their folders, renamed aside (their
+        paths are free already), may still be being deleted: unless `folders` is False,
+        `settle_folders` waits for that too."""
         removing, self.removing = self.removing, {}
-        for batch, wt, future in removing.values():
-            error = future.result()
+        for removal in removing.values():
+            error = removal.forgotten.result()
             if error is not None:
                 self.record.emit(WarningEvent(
-                    message=f"could not remove worktree {wt.path}: {error}"))
+                    message=f"could not remove worktree {removal.wt.path}: {error}"))
                 continue
-            for gid in batch.ids:
+            for gid in removal.batch.ids:
                 self.state.groups[gid].worktree = None
+            self.deleting.append(removal)
+        if folders:
+            self.settle_folders()
 
-    def _remove(self, wt: worktrees.Worktree) -> Exception | None:
+    def settle_folders(self) -> None:
+        """Wait for the folders of the worktrees `settle` saw removed to be deleted; one that
+        could not be is a warning (the next run's sweep deletes it: run/leftovers.py)."""
+        deleting, self.deleting = self.deleting, []
+        for removal in deleting:
+            error = removal.deleted.result()
+            if error is not None:
+                self.record.emit(WarningEvent(
+                    message=f"could not delete the folder of removed worktree "
+                            f"{removal.wt.path}: {error}; the next run deletes it"))
+
+    def _detach(self, todo: list[_Removal]) -> None:
+        """Git forgets the worktrees of `todo`; each folder's deletion is then a task of its
+        own. Every future gets its outcome, whatever happens: `settle` waits for them."""
         try:
-            worktrees.remove_worktree(self.root, wt, delete_branch=True)
-        except (AgentrunError, OSError) as exc:  # said by `settle` (GitError is one)
-            return exc
-        return None
+            detached = worktrees.detach_worktrees(self.root, [r.wt for r in todo])
+        except Exception as exc:  # noqa: BLE001 - a removal that fails is a warning, not a hang
+            detached = [worktrees.Detached(error=exc)] * len(todo)
+        for removal, outcome in zip(todo, detached, strict=True):
+            removal.forgotten.set_result(outcome.error)
+            if outcome.aside is None or outcome.error is not None:
+                removal.deleted.set_result(None)
+            else:
+                self._pool().submit(self._delete, removal, outcome.aside)
+
+    def _delete(self, removal: _Removal, aside: Path) -> None:
+        try:
+            worktrees.delete_aside(self.root, removal.wt, aside)
+        except Exception as exc:  # noqa: BLE001 - said by `settle_folders`
+            removal.deleted.set_result(exc)
+        else:
+            removal.deleted.set_result(None)
+
+
+@dataclass
+class _Removal:
+    """A batch's worktree being removed: git forgets it, then its folder is deleted; each
+    step's outcome is an error, or None."""
+
+    batch: Batch
+    wt: worktrees.Worktree
+    forgotten: Future[Exception | None] = field(default_factory=Future)
+    deleted: Future[Exception | None] = field(default_factory=Future)
 
 
 class WaveLanding:
@@ -194,8 +246,7 @@ class WaveLanding:
                 break
             ready.append(batch)
         trained = self.lander.land_train(ready, results) if len(ready) > 1 else 0
-        for batch in ready[:trained]:
-            self._landed(batch)
+        self._landed(*ready[:trained])
         del self.queue[:trained]
         while self.queue and self.queue[0].id in results:
             self._land(self.queue.pop(0), results)
@@ -220,8 +271,8 @@ class WaveLanding:
         else:
             self.done.append(batch)
 
-    def _landed(self, batch: Batch) -> None:
-        self.done.append(batch)
-        self.landed.append(batch)
-        if self.remove_early and self.lander.landed_whole(batch):
-            self.lander.remove_soon(batch)
+    def _landed(self, *batches: Batch) -> None:
+        self.done.extend(batches)
+        self.landed.extend(batches)
+        if self.remove_early:
+            self.lander.remove_soon(*(b for b in batches if self.lander.landed_whole(b)))
