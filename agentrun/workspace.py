@@ -151,6 +151,17 @@ def commits_since(worktree_or_root: Path, base: str, ref: str = "HEAD") -> list[
     return out.split()
 
 
+def commits_on(root: Path, base: str, ref: str) -> list[str] | None:
+    """`commits_since`, or None when `ref` names no commit: one git process when it does."""
+    args = ("rev-list", "--reverse", "--end-of-options", f"{base}..{ref}^{{commit}}")
+    proc = run_git(*args, cwd=root)
+    if proc.returncode == 0:
+        return proc.stdout.split()
+    if resolve_ref(root, ref) is None:
+        return None
+    raise GitError(list(args), proc.returncode, proc.stderr, Path(root))
+
+
 def changed_files(root: Path, base: str, ref: str) -> tuple[list[str], list[str], list[str]]:
     """(created, modified, deleted) paths between two commits; a rename is a delete + create.
 

@@ -35,13 +35,13 @@ def _delivery(t: Repo, gid: str, tmp_path: Path) -> Delivery:
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The thread each read of a branch's commits ran in."""
     seen: list[str] = []
-    real = workspace.commits_since
+    real = workspace.commits_on
 
-    def commits_since(root: Path, base: str, ref: str = "HEAD") -> list[str]:
+    def commits_on(root: Path, base: str, ref: str) -> list[str] | None:
         seen.append(threading.current_thread().name)
         return real(root, base, ref)
 
-    monkeypatch.setattr(workspace, "commits_since", commits_since)
+    monkeypatch.setattr(workspace, "commits_on", commits_on)
     return seen
 
 

@@ -31,6 +31,7 @@ from agentrun.merging import merge_branch
 from agentrun.workspace import (
     branch_exists,
     changed_files,
+    commits_on,
     commits_since,
     current_branch,
     dirty_paths,
@@ -461,6 +462,18 @@ def test_commits_since_is_oldest_first(repo: Path) -> None:
     assert commits_since(repo, base) == shas
     assert commits_since(repo, base, shas[1]) == shas[:2]
     assert commits_since(repo, shas[-1]) == []
+
+
+def test_commits_on_a_ref_are_commits_since_and_none_without_the_ref(repo: Path) -> None:
+    base = head(repo)
+    shas = [commit_files(repo, {f"{n}.txt": "x"}, f"c{n}") for n in range(2)]
+    assert commits_on(repo, base, "HEAD") == commits_since(repo, base) == shas
+    assert commits_on(repo, shas[-1], "HEAD") == []
+    assert commits_on(repo, base, "refs/heads/no-such-branch") is None
+    tree = run_git(repo, "rev-parse", "HEAD^{tree}")
+    assert commits_on(repo, base, tree) is None  # names no commit
+    with pytest.raises(GitError):  # the branch exists, the base does not
+        commits_on(repo, "no-such-base", "HEAD")
 
 
 def test_changed_files(repo: Path) -> None:

@@ -92,11 +92,11 @@ class Verifier:
     def facts(self, ref: str, base: str) -> BranchFacts:
         """Read from git what `base..ref` holds (no state is touched: safe in any thread)."""
         root = self.root
-        exists = workspace.resolve_ref(root, ref) is not None
-        commits = workspace.commits_since(root, base, ref) if exists else []
+        commits = workspace.commits_on(root, base, ref)
         changes = workspace.tree_changes(root, base, ref) if commits else []
         links = functools.partial(workspace.symlinks_of, root, ref)
-        return BranchFacts(exists, commits, changes, self.policy.check_changes(changes, links))
+        return BranchFacts(commits is not None, commits or [], changes,
+                           self.policy.check_changes(changes, links))
 
     def check(self, d: Delivery) -> WorkerResult:
         """The verified result (its status `failed` for interrupted work); each group of the
