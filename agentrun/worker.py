@@ -22,7 +22,7 @@ from agentrun import telemetry, workspace, worktrees
 from agentrun.agent.allowance import Allowance
 from agentrun.agent.definitions import load_agent
 from agentrun.agent.prompts import render_worker_assignment
-from agentrun.agent.snapshots import Snapshot, worker_start
+from agentrun.agent.snapshots import Snapshot, snapshot_and_index
 from agentrun.agent.terminator import limits_for
 from agentrun.agent.transcript import Transcript
 from agentrun.attempts import AgentOutcome, run_attempts
@@ -105,7 +105,7 @@ def _execute(assignment: Assignment, cancel: threading.Event, provider: Any,
             raise sandbox
         # the orchestrator creates worktrees without files, to be quick; a fresh checkout is
         # HEAD exactly, which spares the first attempt's snapshot a scan of every file
-        fresh, index = worker_start(worktree)
+        fresh, index = snapshot_and_index(worktree)
         # an index: a resumed worker keeps what is there
         start: Snapshot | None = None if index.exists() else fresh
         if start is not None and assignment.setup is None:

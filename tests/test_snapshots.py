@@ -26,8 +26,8 @@ from agentrun.agent.snapshots import (
     Snapshot,
     checkout_snapshot,
     restore_snapshot,
+    snapshot_and_index,
     take_snapshot,
-    worker_start,
 )
 from agentrun.worktrees import create_worktree, index_path, populate_worktree
 
@@ -227,14 +227,14 @@ def test_a_workers_start_knows_its_index_and_snapshot_as_the_two_calls_do(
         tmp_path: Path) -> None:
     repo = _project(tmp_path / "repo")
     wt = create_worktree(repo, tmp_path / "wt", "agentrun/g1", "main", checkout=False).path
-    snap, index = worker_start(wt)
+    snap, index = snapshot_and_index(wt)
     assert index == index_path(wt) and not index.exists()  # nothing checked out yet
     assert populate_worktree(wt, index)
     assert index.exists() and not populate_worktree(wt, index)
     assert snap == checkout_snapshot(wt) == take_snapshot(wt)
     run_git(wt, "checkout", "-q", "--detach")
     commit_files(wt, {"README.md": "# detached\n"})
-    snap, index = worker_start(wt)
+    snap, index = snapshot_and_index(wt)
     assert (snap, index) == (take_snapshot(wt), index_path(wt)) and snap.branch is None
 
 

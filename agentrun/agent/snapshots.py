@@ -48,10 +48,10 @@ def take_snapshot(worktree: Path) -> Snapshot:
 def checkout_snapshot(worktree: Path) -> Snapshot:
     """The snapshot of a worktree that holds exactly HEAD's checkout, as a fresh checkout does:
     from HEAD alone, without reading a file (one git process instead of a scan)."""
-    return worker_start(worktree)[0]
+    return snapshot_and_index(worktree)[0]
 
 
-def worker_start(worktree: Path) -> tuple[Snapshot, Path]:
+def snapshot_and_index(worktree: Path) -> tuple[Snapshot, Path]:
     """`checkout_snapshot`, and where the worktree's index file is (`worktrees.index_path`:
     none there, nothing is checked out yet), both from one git process."""
     index, head, tree, ref = git("rev-parse", "--git-path", "index", "HEAD", "HEAD^{tree}",
