@@ -19,7 +19,7 @@ from agentrun.core.errors import CannotStart
 from agentrun.gitcli import GitError, git, run_git, split_z
 from agentrun.gitlock import worktree_lock
 from agentrun.removal import remove_tree
-from agentrun.workspace import branch_exists, head_commit, resolve_ref
+from agentrun.workspace import branch_exists, resolve_ref
 
 # a worktree being removed: its folder renamed `.<name>.removing-<pid>` beside it, then deleted
 REMOVING = ".removing-"
@@ -181,30 +181,29 @@ def detach_worktrees(root: Path, wts: list[Worktree], *,
     after the lock is released, so that the removals of several worktrees overlap (deleting
     thousands of files waits on the disk, not on the CPU). One entry per worktree, in order:
     a failure stops only that worktree's removal."""
-    out: dict[int, Detached] = {}
+    out = [Detached()] * len(wts)
     with worktree_lock(root):
-        forget: dict[Path, int] = {}
+        forget: dict[Path, int] = {}  # the folders gone (aside, or deleted by someone)
         for i, wt in enumerate(wts):
             try:
                 if (wt.path / ".git").is_file():  # linked (the main one has a directory)
                     aside = wt.path.with_name(f".{wt.path.name}{REMOVING}{os.getpid()}")
                     os.rename(wt.path, aside)
-                    out[i], forget[wt.path] = Detached(aside), i  # its directory is gone
+                    out[i], forget[wt.path] = Detached(aside), i
                 elif wt.path.exists():
                     git("worktree", "remove", "--force", str(wt.path), cwd=root)
-                    out[i] = Detached()
-                else:  # the directory someone deleted
-                    out[i], forget[wt.path] = Detached(), i
+                else:
+                    forget[wt.path] = i
             except (GitError, OSError) as exc:
                 out[i] = Detached(error=exc)
         for path, refused in forget_worktrees(root, list(forget)).items():
             out[forget[path]] = Detached(error=refused)  # its folder stays aside: swept later
         if delete_branch:
             _delete_branches(root, wts, out)
-    return [out[i] for i in range(len(wts))]
+    return out
 
 
-def _delete_branches(root: Path, wts: list[Worktree], out: dict[int, Detached]) -> None:
+def _delete_branches(root: Path, wts: list[Worktree], out: list[Detached]) -> None:
     """Delete the branches of the worktrees git forgot, in one command; a branch that is
     still there afterwards fails its worktree's removal."""
     mine = {i: wt.branch for i, wt in enumerate(wts) if out[i].error is None and wt.branch}
@@ -234,12 +233,6 @@ def _delete_tree(path: Path) -> None:
 
 
 # --- commits ---------------------------------------------------------------------------------
-
-def commit_all(worktree: Path, message: str) -> str | None:
-    """Stage everything (new, changed, deleted; .gitignore respected) and commit it.
-    Returns the new sha, or None when there was nothing to commit (`commit_changes`)."""
-    return head_commit(worktree) if commit_changes(worktree, message) else None
-
 
 def commit_changes(worktree: Path, message: str) -> bool:
     """Stage everything (new, changed, deleted; .gitignore respected) and commit it; False

@@ -115,3 +115,11 @@ def tree_files(root: Path, *, skip: tuple[str, ...] = (".git",)) -> dict[str, by
             found[rel] = (b"-> " + os.readlink(full).encode() if full.is_symlink()
                           else full.read_bytes())
     return found
+
+
+def commit_all(tree: Path, message: str) -> str | None:
+    """agentrun's commit of everything in `tree` (`worktrees.commit_changes`): the new sha, or
+    None when there was nothing to commit."""
+    from agentrun.worktrees import commit_changes
+
+    return head(tree) if commit_changes(tree, message) else None

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from gitutil import commit_files, init_repo, isolate_git_config, run_git, write_files
+from gitutil import commit_all, commit_files, init_repo, isolate_git_config, run_git, write_files
 
 from agentrun import merging, workspace, worktrees
 from agentrun.agent.snapshots import restore_snapshot, take_snapshot
@@ -114,7 +114,7 @@ def test_a_nested_repository_at_a_gitlink_path_runs_nothing(worktree, tmp_path, 
         "snapshot": lambda: take_snapshot(wt),
         "restore": lambda: restore_snapshot(wt, snap),
         "diff": lambda: git("diff", "--stat", cwd=wt),
-        "commit": lambda: worktrees.commit_all(wt, "work"),
+        "commit": lambda: commit_all(wt, "work"),
         "log": lambda: git("log", "-p", "-1", cwd=wt),
         "merge": lambda: merging.merge_branch(root, "agentrun/w", "merge"),
     }
@@ -138,7 +138,7 @@ def test_a_new_nested_repository_is_committed_as_a_gitlink_and_refused(worktree,
     command, marker = payload(tmp_path)
     plant_nested_repo(wt / "tools/x", command)
     base = run_git(wt, "rev-parse", "HEAD")
-    worktrees.commit_all(wt, "work")
+    commit_all(wt, "work")
     assert not ran(marker)
     assert run_git(wt, "ls-tree", "HEAD", "tools/x").startswith("160000 ")
     rules = MergePolicy(spec_path=".specflow/specs/SPEC-1.md")
@@ -169,7 +169,7 @@ def test_drivers_of_the_repository_a_worker_selects_do_not_run(tmp_path):
     run_git(wt, "reset", "-q")
     ran(marker)
 
-    worktrees.commit_all(wt, "attributes")  # wave 1: the attributes reach the user's branch
+    commit_all(wt, "attributes")  # wave 1: the attributes reach the user's branch
     git("diff", "HEAD~1", "HEAD", cwd=wt)
     git("show", "HEAD", cwd=wt)
     git("log", "-p", "-1", cwd=wt)
@@ -180,7 +180,7 @@ def test_drivers_of_the_repository_a_worker_selects_do_not_run(tmp_path):
 
     commit_files(root, {"a.dat": "one\n2\n3\n4\nfive\n"}, "the user's change")
     write_files(wt, {"a.dat": "1\n2\nthree\n4\nfive\n"})
-    worktrees.commit_all(wt, "wave 2")
+    commit_all(wt, "wave 2")
     before = run_git(root, "rev-parse", "HEAD")
     ran(marker)
     merged = merging.merge_branch(root, "agentrun/w", "wave 2")
@@ -212,7 +212,7 @@ def test_the_users_global_config_is_not_read_but_its_data_is_kept(monkeypatch, t
     run_git(root, "reset", "-q")
     ran(marker)
 
-    sha = worktrees.commit_all(root, "work")
+    sha = commit_all(root, "work")
     assert not ran(marker)
     assert run_git(root, "log", "-1", "--format=%an <%ae>", sha) == "Global Person <g@x.invalid>"
     assert run_git(root, "ls-tree", "--name-only", "HEAD", "b.swp") == ""  # still ignored
@@ -234,10 +234,10 @@ def test_a_driver_the_repository_gains_mid_run_is_neutralised_too(tmp_path):
     root = init_repo(tmp_path / "repo", {"README.md": "r\n"})
     run_git(root, "config", "include.path", "../shared.gitconfig")
     write_files(root, {"a.txt": "a\n"})
-    worktrees.commit_all(root, "before")  # agentrun has read the config now
+    commit_all(root, "before")  # agentrun has read the config now
     write_files(root, {"shared.gitconfig": f"[filter \"late\"]\n\tclean = {command}\n",
                        ".gitattributes": "*.txt filter=late\n", "a.txt": "b\n"})
     run_git(root, "hash-object", "--path", "a.txt", "a.txt")
     assert ran(marker)
-    worktrees.commit_all(root, "after")
+    commit_all(root, "after")
     assert not ran(marker)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from gitutil import commit_files, init_repo, run_git
+from gitutil import commit_all, commit_files, init_repo, run_git
 
-from agentrun import gitcli, merging, workspace, worktrees
+from agentrun import gitcli, merging, workspace
 from agentrun.gitconfig import git_env
 
 
@@ -31,7 +31,7 @@ def test_hooks_in_the_git_dir_do_not_run_on_our_commits(tmp_path):
     marker.unlink()
 
     (repo / "c.txt").write_text("c\n")
-    assert worktrees.commit_all(repo, "ours does not")
+    assert commit_all(repo, "ours does not")
     assert not marker.exists()
 
 
@@ -101,6 +101,6 @@ def test_our_commits_start_no_housekeeping(monkeypatch, tmp_path):
     trace.unlink()
 
     (repo / "c.txt").write_text("c\n")
-    assert worktrees.commit_all(repo, "ours")
+    assert commit_all(repo, "ours")
     assert "built-in: git commit" in trace.read_text()  # traced, and
     assert "maintenance" not in trace.read_text() and "'gc'" not in trace.read_text()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from gitutil import (
     branch_of,
+    commit_all,
     commit_files,
     head,
     init_repo,
@@ -45,7 +46,6 @@ from agentrun.workspace import (
 )
 from agentrun.worktrees import (
     Worktree,
-    commit_all,
     create_worktree,
     populate_worktree,
     remove_worktree,
@@ -438,7 +438,7 @@ def test_parallel_workers_in_their_own_worktrees_lose_nothing(
 
 # --- commits and what changed ----------------------------------------------------------------
 
-def test_commit_all_stages_everything_and_respects_gitignore(repo: Path, tmp_path: Path) -> None:
+def test_a_commit_stages_everything_and_respects_gitignore(repo: Path, tmp_path: Path) -> None:
     commit_files(repo, {".gitignore": "*.log\n"})
     wt = create_worktree(repo, tmp_path / "g1", "agentrun/g1", "main")
     assert commit_all(wt.path, "nothing yet") is None

@@ -146,8 +146,8 @@ class Lander:
 
     def remove_soon(self, *batches: Batch) -> None:
         """Start removing the batches' worktrees and branches in the background: git's
-        bookkeeping for all of them at once (each of its commands takes the worktree lock
-        in turn), then their folders' deletions side by side."""
+        bookkeeping for all of them under one hold of the worktree lock, then their folders'
+        deletions side by side."""
         todo = []
         for batch in batches:
             group = self.state.groups[batch.ids[0]]
