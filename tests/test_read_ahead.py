@@ -33,13 +33,14 @@ def _delivery(t: Repo, gid: str, tmp_path: Path) -> Delivery:
 
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The thread each read of a branch's commits ran in."""
+    """The thread each read of a branch's commits ran in, noted once the read is done."""
     seen: list[str] = []
     real = workspace.commits_on
 
     def commits_on(root: Path, base: str, ref: str) -> list[str] | None:
+        commits = real(root, base, ref)
         seen.append(threading.current_thread().name)
-        return real(root, base, ref)
+        return commits
 
     monkeypatch.setattr(workspace, "commits_on", commits_on)
     return seen
