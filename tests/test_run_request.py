@@ -87,7 +87,9 @@ def test_fix_cycles_are_asked_only_in_a_terminal_without_yes() -> None:
 
 @pytest.mark.parametrize("flags, named", [(RunFlags(mode="fast"), "--mode"),
                                           (RunFlags(on_failure="stop"), "--on-failure"),
-                                          (RunFlags(executor="vim"), "--executor")])
+                                          (RunFlags(executor="vim"), "--executor"),
+                                          (RunFlags(max_cost=0.0), "--max-cost 0"),
+                                          (RunFlags(max_cost=-1.0), "--max-cost -1")])
 def test_a_flag_outside_its_values_is_bad_input(flags: RunFlags, named: str) -> None:
     with pytest.raises(BadInput, match=named):
         resolve_run(flags, parse_config({}))

@@ -83,8 +83,8 @@ def aggregate_wave(spec_arg: str, results: list[Path], flags: RunFlags, *, remot
         request, project.config, provider=ProviderSettings(provider="", model=""),
         sandbox=box, sandbox_description=choice.describe(), warnings=warnings,
         review=review_settings(project, request, box.mode) if request.review else None,
-        # no worker runs here: the jobs' spend and limits are theirs
-        max_cost_usd=None, pricing={}, max_parallel=None)
+        # no worker runs here: the jobs' limits are theirs; their spend counts against the cap
+        max_parallel=None)
     with on_event() as sink:
         done = aggregate(project, spec, plan, results, options, remote=remote,
                          allow_missing=allow_missing, on_event=sink)
@@ -158,9 +158,14 @@ class _Job:
 
     def run(self, out_path: Path, note: Callable[[str], None],
             warn: Callable[[str], None]) -> BatchOutcome:
-        from agentrun.app.checks import choose_executor, provider_config, worker_agent
+        from agentrun.app.checks import (
+            capped_price,
+            choose_executor,
+            provider_config,
+            worker_agent,
+        )
         from agentrun.core.results import WorkerResult
-        from agentrun.core.status import Status
+        from agentrun.core.status import Status, StopReason
         from agentrun.run.assignment import ci_branch
         from agentrun.sandbox.choice import resolve
 
@@ -176,9 +181,16 @@ class _Job:
                 warn(cap_note)
         self._check_start()
         blocked = self._blocked()
+        share, capped = None, False
         if not blocked:  # a model and the executor's CLI, checked before the branch is made
             cfg = provider_config(self.project, self.plan, self.flags)
             executor = choose_executor(request.executor, cfg.provider, dry_run=False)
+            capped_price(request.max_cost_usd, cfg.model, self.project.config.price_overrides())
+            share = self._share(request.max_cost_usd)
+            capped = share is not None and share <= 0
+            if capped:
+                blocked = (f"not started: the run's spending cap (${request.max_cost_usd:g}) "
+                           "was spent by its earlier waves")
         branch = ci_branch(self.spec.id, self.batch.id)
         _switch(self.root, branch, self.base)
         extras: dict[str, Any] = {"spec": self.spec.id, "wave": self.wave,
@@ -187,10 +199,15 @@ class _Job:
         ids = self.batch.ids
         if blocked:
             note(f"{', '.join(ids)}: blocked — {blocked}")
+            why = StopReason.COST_CAP if capped else StopReason.COMPLETED
             return BatchOutcome(WorkerResult(group=ids[0], groups=ids, status=Status.BLOCKED,
                                              error=blocked, batch=self.batch.id, branch=branch,
-                                             worktree=str(self.root)), extras)
-        assignment = self._assignment(request, cfg, executor, box, branch, out_path)
+                                             worktree=str(self.root), stop_reason=why), extras)
+        assignment = self._assignment(request, cfg, executor, box, branch, out_path, share)
+        if share is not None:
+            note(f"spending cap: this job may spend ${share:.4f} of the run's "
+                 f"${request.max_cost_usd:g} (what the earlier waves left, shared by wave "
+                 f"{self.wave}'s {self._jobs()} job(s))")
         extras.update(provider=cfg.provider, model=cfg.model)
         from agentrun.worker import run_assignment
 
@@ -214,6 +231,22 @@ class _Job:
                                             "`agentrun aggregate` pushed (check out the branch "
                                             "tip, not the workflow's triggering commit)")
 
+    def _share(self, cap: float | None) -> float | None:
+        """This job's share of the run's spending cap (None: no cap). The jobs of a wave run
+        at once on machines that share no live counter, so each may spend an equal part of
+        what the earlier waves left (their spend, as the execution state at --base records
+        it); a worker stops at its share as a local one stops at its allowance."""
+        from agentrun.run.spending import spent_so_far
+
+        if cap is None:
+            return None
+        earlier = spent_so_far(self.state) if self.state is not None and self.wave > 1 \
+            else 0.0
+        return max(0.0, cap - earlier) / self._jobs()
+
+    def _jobs(self) -> int:
+        return len(self.plan.waves[self.wave - 1].batches)
+
     def _blocked(self) -> str | None:
         """Why the batch cannot run: the run ended, or a dependency did not complete."""
         from agentrun.core.status import Status
@@ -232,9 +265,11 @@ class _Job:
         return f"dependency {', '.join(failed)} did not complete" if failed else None
 
     def _assignment(self, request: Any, cfg: ProviderConfig, executor: str, box: Any,
-                    branch: str, out_path: Path) -> Any:
-        """The batch's assignment, as the local orchestrator would write it."""
+                    branch: str, out_path: Path, share: float | None) -> Any:
+        """The batch's assignment, as the local orchestrator would write it; under a spending
+        cap, with its `share` as its allowance, all it gets (nothing raises it)."""
         from agentrun import gitcli
+        from agentrun.agent.allowance import Grant
         from agentrun.run.assignment import make_assignment
 
         config = self.project.config
@@ -243,7 +278,7 @@ class _Job:
         git_dir = Path(gitcli.git("rev-parse", "--absolute-git-dir", cwd=self.root))
         record_dir = git_dir / "agentrun" / branch.removeprefix("agentrun/")
         record_dir.mkdir(parents=True, exist_ok=True)
-        for name in ("transcript.jsonl", "progress.ndjson"):
+        for name in ("transcript.jsonl", "progress.ndjson", "allowance.json"):
             (record_dir / name).unlink(missing_ok=True)
         run_id = self.state.run_id if self.state and self.wave > 1 else "ci"
         assignment = make_assignment(
@@ -258,6 +293,10 @@ class _Job:
             if self.state is not None and self.wave > 1 else \
             self.project.start_commit or self.base
         assignment.trace_parent = telemetry.ci_trace_parent(self.spec.id, start)
+        if share is not None:  # under the sandbox's read-only .git, as a local allowance is
+            allowance = record_dir / "allowance.json"
+            Grant(share, final=True).write(allowance)
+            assignment.allowance_path = str(allowance)
         if config.setup_command:  # the job's checkout is this worker's worktree: make it ready
             from agentrun.protocol import SetupSettings
 

@@ -154,6 +154,8 @@ def check_flags(flags: RunFlags) -> None:
     if flags.executor not in (None, *EXECUTORS):
         raise BadInput(f"invalid --executor {flags.executor!r}",
                        hint=f"use {', '.join(EXECUTORS)}")
+    if flags.max_cost is not None and not flags.max_cost > 0:  # (NaN too)
+        raise BadInput(f"invalid --max-cost {flags.max_cost:g}", hint="give a positive USD amount")
 
 
 def resolve_run(flags: RunFlags, config: ProjectConfig, *, agent_executor: str | None = None,
@@ -233,7 +235,7 @@ def run_options(request: RunRequest, config: ProjectConfig, *, provider: Provide
     """What the orchestrator reads, from the request and what the command worked out from it
     (the provider, the sandbox that works here, the review, the worktree set-up).
     `left_out`: options a command's backend does without, at their empty value (a CI aggregate
-    runs no worker: no spending cap)."""
+    runs no worker: no parallel limit)."""
     from agentrun.run.options import RunOptions
 
     flags = request.flags

@@ -40,6 +40,10 @@ as at the end of `agentrun run` (its model from --provider/--model, else the env
 .specflow/config.yaml or the agent definition), and the run is complete only when it
 approves; fix cycles are `agentrun fix`'s, in a job of their own.
 
+Under a spending cap (--max-cost, config max_cost_usd) every result of the wave is merged,
+whatever its job spent: once the run's spend (every wave so far) reaches the cap, the
+next waves do not start and the review is not run (stop_reason cost_cap, exit 1).
+
 Exit codes: 0 every group aggregated so far completed (and, after the last wave, the
 review approved) · 1 a group failed, was partial or blocked, or the review requested
 changes · 2 bad input: a result file missing or unreadable, a result for a group not
@@ -81,6 +85,9 @@ NoReview = Annotated[bool, Opt("--no-review", help=(
 ReviewProvider = Annotated[str | None, Opt("--provider", help=(
     "The reviewer's provider: anthropic, openai or scripted."))]
 ReviewModel = Annotated[str | None, Opt("--model", help="The reviewer's model.")]
+MaxCost = Annotated[float | None, Opt("--max-cost", metavar="USD", help=(
+    "The whole run's spending cap, as its jobs were given it (config: max_cost_usd): once the "
+    "waves so far have spent it, the run stops (cost_cap) and the review does not start."))]
 
 
 def aggregate(spec: SpecArg, results: ResultsArg, remote: Remote = "origin",
@@ -88,8 +95,8 @@ def aggregate(spec: SpecArg, results: ResultsArg, remote: Remote = "origin",
               mode: PlanModeOpt = None, max_workers: MaxWorkers = None, start: Start = None,
               sandbox: SandboxModeOpt = None, github_output: GithubOutput = False,
               no_review: NoReview = False, provider: ReviewProvider = None,
-              model: ReviewModel = None, script: Script = None, junit: Junit = None,
-              events: Events = None, json_out: bool = JSON_OPT) -> None:
+              model: ReviewModel = None, script: Script = None, max_cost: MaxCost = None,
+              junit: Junit = None, events: Events = None, json_out: bool = JSON_OPT) -> None:
     """`agentrun aggregate` (its help is AGGREGATE_HELP): the wave aggregated, its exit code."""
     from agentrun.app.ci import aggregate_wave
     from agentrun.app.requests import RunFlags, check_flags
@@ -100,7 +107,7 @@ def aggregate(spec: SpecArg, results: ResultsArg, remote: Remote = "origin",
     with event_stream(events, out=out) as stream:
         flags = RunFlags(on_failure=on_failure, mode=mode, sandbox=sandbox,
                          no_review=no_review, provider=provider, model=model, script=script,
-                         fix_cycles=0)
+                         max_cost=max_cost, fix_cycles=0)
         check_flags(flags)
         if github_output:
             from agentrun.report.github import outputs_file

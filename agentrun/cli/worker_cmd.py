@@ -45,7 +45,10 @@ writes the result (with its branch and base commit) to --out. agentrun does not 
 job hands the branch to `agentrun aggregate` (a push, or a `git bundle`). Write --out
 outside the checkout. Jobs of wave 2 and later run on the commit the previous wave's
 `agentrun aggregate` made; a batch whose dependencies failed writes a `blocked` result
-without calling the model. The settings (config, agents, prompts) are the run's: those of
+without calling the model. Under a spending cap (--max-cost, config max_cost_usd) a job
+may spend an equal share, with the wave's other jobs, of what the earlier waves left: its
+worker stops at that share (`cost_cap`), and a job with nothing left writes a `blocked`
+result. The settings (config, agents, prompts) are the run's: those of
 --start-commit, else those its execution state recorded when it started, whatever earlier
 waves merged since.
 
@@ -76,6 +79,10 @@ WorkerRetries = Annotated[int | None, CIOpt("--retries", min=0, metavar="N",
                                             help="Fresh attempts after a failed one.")]
 SandboxModeOpt = Annotated[str | None, CIOpt("--sandbox", metavar="auto|on|off",
                                           help=SANDBOX_HELP)]
+JobMaxCost = Annotated[float | None, CIOpt("--max-cost", metavar="USD", help=(
+    "CI form: the whole run's spending cap (config: max_cost_usd); this job may spend an "
+    "equal share, with the wave's other jobs, of what the earlier waves left. Give every job "
+    "and aggregate the same."))]
 
 
 def worker(assignment: AssignmentOpt = None, spec: SpecOpt = None, groups: Groups = None,
@@ -85,7 +92,8 @@ def worker(assignment: AssignmentOpt = None, spec: SpecOpt = None, groups: Group
            token_budget: TokenBudget = None, worker_timeout: AgentTimeout = None,
            retries: WorkerRetries = None, old_retries: OldRetries = None,
            validation_command: Validate = None, sandbox: SandboxModeOpt = None,
-           allow_network: AllowNetwork = False, json_out: bool = JSON_OPT) -> None:
+           allow_network: AllowNetwork = False, max_cost: JobMaxCost = None,
+           json_out: bool = JSON_OPT) -> None:
     """`agentrun worker` (its help is WORKER_HELP): one of its two forms, its exit code."""
     import signal
     import threading
@@ -107,7 +115,7 @@ def worker(assignment: AssignmentOpt = None, spec: SpecOpt = None, groups: Group
                      max_steps=max_steps, token_budget=token_budget,
                      worker_timeout=worker_timeout, retries=retries,
                      validation_command=validation_command, sandbox=sandbox,
-                     allow_network=allow_network)
+                     allow_network=allow_network, max_cost=max_cost)
     check_flags(flags)
     # _one_form refused a CI form with any of these missing
     assert spec is not None and groups is not None and out_path is not None

@@ -150,7 +150,7 @@ def aggregate(project: Project, spec: Spec, plan: Plan, paths: Iterable[Path],
     start = (continued.start_commit or continued.base_commit) if continued else \
         project.start_commit or workspace.head_commit(project.root)  # as start_state.py
     orchestrator = Orchestrator(project, spec, plan, options, on_event, run_id=run_id,
-                                backend=backend, land_while_running=False, commit_state=True,
+                                backend=backend, workers_ran=True, commit_state=True,
                                 trace_parent=telemetry.ci_trace_parent(spec.id, start))
     state = _aggregate_wave(orchestrator, wave, continued)
     finished = state.status != RunStatus.RUNNING

@@ -63,13 +63,16 @@ from agentrun.worktree_setup import prepare_worktree
 class Orchestrator:
     """One run of `plan`. `backend` runs the workers (default: processes, or in-process with
     `options.use_processes` off); `run_id` continues a run (CI waves after the first);
+    `workers_ran`: the backend hands over work CI jobs have already done (a CI aggregate):
+    the whole wave is verified, then merged, and neither the spending cap nor a rate limit
+    keeps a result from being taken (its work is paid for; they stop the next wave instead);
     `commit_state`: the report commits hold the execution state even where
     `.specflow/execution/` is git-ignored (CI: the next wave's jobs read it from the commit).
     Drive it with `run`, or step its waves with `waves`."""
 
     def __init__(self, project: Project, spec: Spec, plan: Plan, options: RunOptions,
                  on_event: EventSink | None = None, *, run_id: str | None = None,
-                 backend: WorkerBackend | None = None, land_while_running: bool = True,
+                 backend: WorkerBackend | None = None, workers_ran: bool = False,
                  commit_state: bool = False, trace_parent: str | None = None) -> None:
         self.project = project
         self.spec = spec
@@ -93,7 +96,7 @@ class Orchestrator:
                                  self.record.emit)
         self.rate_limit = RateLimitStop(self.record.emit)
         self.backend = backend or self._local_backend()
-        self.land_while_running = land_while_running
+        self.workers_ran = workers_ran
         self._state: RunState | None = None
         self.fix_groups: dict[str, GroupAssignment] = {}  # fix batches: their one group
         self.reviews = ReviewStep(self, options.review) if options.review else None
@@ -144,6 +147,8 @@ class Orchestrator:
             else None
         with self._session(continuing if continuing is not None else resumed):
             self._begin(continuing if continuing is not None else initial_state(self))
+            if continuing is not None:  # the cap and the total count what the run spent so far
+                self.spending.carry(spent_so_far(continuing))
             try:
                 yield Waves(self, first)
             except Exception as exc:
@@ -305,6 +310,5 @@ class Orchestrator:
         open findings, each followed by a review."""
         assert self.reviews is not None, "fix cycles need review settings"
         with self.waves(state):
-            self.spending.carry(spent_so_far(state))  # the run's spend so far: cap and total
             self.reviews.cycles(cycles, review_first=False)
             return ending.close(self, interrupted=self.cancel.is_set())

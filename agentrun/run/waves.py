@@ -45,7 +45,7 @@ class RunHost(ending.RunEnd, Protocol):
     schedule: scheduler.Schedule
     spending: Spending
     rate_limit: RateLimitStop
-    land_while_running: bool
+    workers_ran: bool
     unchecked: set[str]
 
     def verify_delivery(self, d: Delivery) -> WorkerResult: ...
@@ -173,8 +173,9 @@ class Waves:
             triage.todo, base, orch.backend,
             max_parallel=orch.options.max_parallel, cancel=orch.cancel,
             verify=orch.verify_delivery, read_ahead=orch.read_ahead,
-            not_started=self._not_started, gate=AnyGate(orch.spending, orch.rate_limit),
-            on_result=landing.land_ready if orch.land_while_running else lambda _: None)
+            not_started=self._not_started,
+            gate=None if orch.workers_ran else AnyGate(orch.spending, orch.rate_limit),
+            on_result=(lambda _: None) if orch.workers_ran else landing.land_ready)
         landed = landing.finish(results)
         if unchecked:
             base, landed = self._before(unchecked) or base, [*unchecked, *landed]
