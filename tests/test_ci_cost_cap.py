@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import yaml
+from clirun import agentrun
 from gitutil import run_git
 from runkit import make_project, spec_text, writes
 from test_ci_fanout import THREE, aggregate_job, clone, worker_job
@@ -28,8 +29,6 @@ def origin_with(tmp_path: Path, config: dict) -> Path:
 
 
 def matrix(origin: Path, tmp_path: Path) -> list[list[dict]]:
-    from clirun import agentrun
-
     proc = agentrun("plan", "SPEC-C", "--matrix", cwd=clone(origin, tmp_path / "plan-job"))
     assert proc.returncode == 0, proc.stderr
     return [wave["include"] for wave in proc.json["waves"]]

@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 
 from agentrun.agent.snapshots import (
     Snapshot,
-    checkout_snapshot,
     restore_snapshot,
     snapshot_and_index,
     take_snapshot,
@@ -211,6 +210,10 @@ def _apply(repo: Path, ops: list) -> None:
         elif op == "commit":
             run_git(repo, "add", "-A")
             run_git(repo, "commit", "-q", "--allow-empty", "-m", "step")
+
+
+def checkout_snapshot(wt: Path) -> Snapshot:
+    return snapshot_and_index(wt)[0]
 
 
 def test_checkout_snapshot_of_a_fresh_checkout_equals_a_scan(tmp_path: Path) -> None:

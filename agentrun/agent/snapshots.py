@@ -45,15 +45,10 @@ def take_snapshot(worktree: Path) -> Snapshot:
                     branch=_symbolic_head(worktree))
 
 
-def checkout_snapshot(worktree: Path) -> Snapshot:
-    """The snapshot of a worktree that holds exactly HEAD's checkout, as a fresh checkout does:
-    from HEAD alone, without reading a file (one git process instead of a scan)."""
-    return snapshot_and_index(worktree)[0]
-
-
 def snapshot_and_index(worktree: Path) -> tuple[Snapshot, Path]:
-    """`checkout_snapshot`, and where the worktree's index file is (`worktrees.index_path`:
-    none there, nothing is checked out yet), both from one git process."""
+    """The snapshot of a worktree that holds exactly HEAD's checkout, as a fresh checkout does
+    (from HEAD alone, without reading a file), and where the worktree's index file is
+    (`worktrees.index_path`: none there, nothing is checked out yet): one git process."""
     index, head, tree, ref = git("rev-parse", "--git-path", "index", "HEAD", "HEAD^{tree}",
                                  "--symbolic-full-name", "HEAD", cwd=worktree).split("\n")
     return (Snapshot(tree=tree, head=head, index=tree, branch=None if ref == "HEAD" else ref),
